@@ -1,0 +1,24 @@
+#pragma once
+// A data set the engine trains on: a fixed number of samples, each a float tensor of
+// one shape plus an integer label. gather() copies the samples a worker needs for
+// one step into a contiguous host buffer (the batch), in the order of the indices.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/tensor.hpp"
+
+namespace tandem {
+
+class Dataset {
+public:
+  virtual ~Dataset() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t size() const = 0;
+  virtual const Shape& sample_shape() const = 0;  // e.g. {1, 28, 28}
+  virtual int classes() const = 0;
+  // x: count * numel(sample_shape) floats; labels: count ints. indices in [0, size()).
+  virtual void gather(const int64_t* indices, int64_t count, float* x, int32_t* labels) const = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,31 @@
+#pragma once
+// A model as data: what a Lua model file (models/*.lua) builds and the engine turns
+// into layers. Input sizes of each layer are inferred from the previous one's
+// output, so a spec only says what a user would write in a paper's table.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/core/tensor.hpp"
+
+namespace tandem {
+
+struct LayerSpec {
+  // linear | relu | conv2d | maxpool2d | flatten | dropout
+  std::string type;
+  // Numeric arguments by name: linear{out, in?, bias}, conv2d{out_channels, kernel,
+  // stride, padding, in_channels?, bias}, maxpool2d{kernel, stride}, dropout{p}.
+  // Booleans are stored as 0/1.
+  std::map<std::string, double> args;
+  // Where the layer was written (file:line), so a bad argument points at the source.
+  std::string where;
+};
+
+struct ModelSpec {
+  std::string name;
+  Shape input;  // one sample, e.g. {1, 28, 28}
+  int classes = 0;
+  std::vector<LayerSpec> layers;
+};
+
+}  // namespace tandem

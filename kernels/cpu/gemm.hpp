@@ -1,0 +1,11 @@
+#pragma once
+// GEMM through OpenBLAS's cblas, row-major. The BLAS thread count is set once per
+// worker (one thread by default) so ranks sharing a machine do not oversubscribe it.
+namespace tandem::cpu {
+
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc);
+void set_blas_threads(int threads);
+int blas_threads();
+
+}  // namespace tandem::cpu

@@ -1,5 +1,7 @@
 #include "kernels/cpu/dropout.hpp"
 
+#include <cstddef>
+
 namespace tandem::cpu {
 
 namespace {

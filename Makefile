@@ -1,0 +1,32 @@
+# Thin wrapper around CMake; the README's two commands are `make quickstart` and
+# `make test`. Each installs what is missing (as root) and builds first.
+BUILD   ?= build
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+
+.PHONY: all deps configure build quickstart test bench clean
+
+all: build
+
+deps:
+	@tools/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+quickstart: build
+	$(BUILD)/tandem run scripts/experiments/quickstart.lua
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: configure
+	@tools/install-deps.sh python3-torch
+	@cmake --build $(BUILD) -j $(JOBS)
+	tools/bench/run_all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,95 @@
+// The tandem command line.
+//   tandem run EXPERIMENT.lua [key=value ...] [--out DIR] [--log-level LEVEL]
+//   tandem test FILE.lua          run a Lua test file (tests/lua)
+//   tandem version
+// Errors print what failed, where, and what to do, and exit non-zero; nothing is
+// trained until the experiment and its model have loaded and validated.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/core/error.hpp"
+#include "engine/core/log.hpp"
+#include "engine/script/experiment_loader.hpp"
+#include "engine/script/lua_test_runner.hpp"
+#include "engine/train/trainer.hpp"
+
+namespace {
+
+const char* kUsage = R"(tandem: data-parallel training for clusters whose workers run at different speeds
+
+usage:
+  tandem run EXPERIMENT.lua [key=value ...] [--out DIR] [--log-level LEVEL]
+      Train as the experiment says. key=value overrides a setting without editing
+      the file (dotted keys reach into tables: stop.epochs=3 schedule.kind=cosine).
+      The run directory (default runs/<name>-<timestamp>) gets config.json, log.txt,
+      trace.jsonl and summary.json.
+  tandem test FILE.lua
+      Run a Lua test file.
+  tandem version
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "tandem: %s\n\n%s", msg.c_str(), kUsage);
+  return 2;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  std::string experiment, out_dir, level;
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--out" || a == "--log-level") {
+      if (i + 1 >= args.size()) return usage_error(a + " needs a value");
+      (a == "--out" ? out_dir : level) = args[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      return usage_error("unknown option '" + a + "'");
+    } else if (a.find('=') != std::string::npos) {
+      overrides.push_back(a);
+    } else if (experiment.empty()) {
+      experiment = a;
+    } else {
+      return usage_error("more than one experiment file given ('" + experiment + "' and '" + a + "')");
+    }
+  }
+  if (experiment.empty()) return usage_error("run needs an experiment file");
+  if (!out_dir.empty()) overrides.push_back("out_dir=" + out_dir);
+  if (!level.empty()) overrides.push_back("log_level=" + level);
+
+  tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+  tandem::log::set_level(cfg.log_level);
+  tandem::train(cfg);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    tandem::log::init(0, "info");
+    if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+      std::fputs(kUsage, stdout);
+      return args.empty() ? 2 : 0;
+    }
+    const std::string cmd = args[0];
+    args.erase(args.begin());
+    if (cmd == "run") return cmd_run(args);
+    if (cmd == "test") {
+      if (args.size() != 1) return usage_error("test needs exactly one Lua file");
+      return tandem::run_lua_test_file(args[0]);
+    }
+    if (cmd == "version" || cmd == "--version") {
+      std::printf("tandem 0.1.0 (%s backend)\n", TANDEM_HAVE_CUDA ? "cpu+cuda-seam" : "cpu");
+      return 0;
+    }
+    return usage_error("unknown command '" + cmd + "'");
+  } catch (const tandem::Error& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected error: {}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,13 @@
+#include "engine/nn/layer.hpp"
+
+#include <vector>
+
+namespace tandem {
+
+void init_uniform(Device& dev, float* p, size_t n, float bound, Rng& rng) {
+  std::vector<float> host(n);
+  for (auto& v : host) v = rng.uniform(-bound, bound);
+  dev.copy_from_host(p, host.data(), n);
+}
+
+}  // namespace tandem

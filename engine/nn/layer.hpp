@@ -1,0 +1,51 @@
+#pragma once
+// A layer in the torch/nn sense: it owns its output and input-gradient buffers (grown
+// by capacity, so a varying local batch allocates nothing once warmed up) and views
+// of its parameters and gradients inside the model's flat buffers.
+//
+// Gradient convention: backward() OVERWRITES this layer's parameter gradients (it
+// does not accumulate), so the model never has to zero the gradient buffer.
+// The incoming dy may be modified in place (fused activations do), since the layer
+// that produced it never reads it again.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/device.hpp"
+#include "engine/core/rng.hpp"
+#include "engine/core/tensor.hpp"
+
+namespace tandem {
+
+// What a step tells its layers.
+struct StepContext {
+  bool training = true;
+  uint64_t seed = 0;         // per-iteration seed (dropout masks)
+  int64_t first_sample = 0;  // position of this worker's first sample in the global batch
+};
+
+class Layer {
+public:
+  explicit Layer(Device& dev) : dev_(dev) {}
+  virtual ~Layer() = default;
+  virtual std::string describe() const = 0;
+  // Per-sample output shape; the input shape was fixed at construction.
+  virtual const Shape& output_shape() const = 0;
+  virtual size_t param_count() const { return 0; }
+  virtual void bind(float* params, float* grads) {}
+  virtual void init_params(Rng& rng) {}
+  // x: [batch, ...input shape]. Returns [batch, ...output shape].
+  virtual const Tensor& forward(const Tensor& x, const StepContext& ctx) = 0;
+  // dy: gradient of the loss w.r.t. the last forward's output. Returns dx (undefined
+  // tensor when need_dx is false: the first layer skips that work).
+  virtual const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) = 0;
+
+protected:
+  Device& dev_;
+};
+
+// Fills [p, p+n) with U(-bound, bound): torch's default init for Linear and Conv2d
+// (kaiming_uniform with a = sqrt(5) gives bound = 1/sqrt(fan_in)).
+void init_uniform(Device& dev, float* p, size_t n, float bound, Rng& rng);
+
+}  // namespace tandem

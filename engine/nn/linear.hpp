@@ -1,0 +1,28 @@
+#pragma once
+// Fully connected layer y = act(x W^T + b), W stored [out, in] as in torch, with an
+// optional fused activation (the model builder folds a following ReLU into it).
+#include "engine/nn/layer.hpp"
+
+namespace tandem {
+
+class Linear final : public Layer {
+public:
+  Linear(Device& dev, int64_t in, int64_t out, bool bias, Activation act);
+  std::string describe() const override;
+  const Shape& output_shape() const override { return out_shape_; }
+  size_t param_count() const override { return static_cast<size_t>(in_ * out_ + (bias_ ? out_ : 0)); }
+  void bind(float* params, float* grads) override;
+  void init_params(Rng& rng) override;
+  const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
+
+private:
+  int64_t in_, out_;
+  bool bias_;
+  Activation act_;
+  Shape out_shape_;
+  float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+  Tensor x_, y_, dx_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,27 @@
+#pragma once
+// Softmax cross-entropy with SUM reduction. SUM, not mean, because workers hold
+// different numbers of samples: the sums add up across workers and the optimizer
+// divides once by the global batch, which makes an uneven split exact.
+#include <cstdint>
+
+#include "engine/core/tensor.hpp"
+
+namespace tandem {
+
+struct LossResult {
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+};
+
+class SoftmaxCrossEntropy {
+public:
+  // labels: host or device int32 per row, in the logits' device memory space.
+  // Fills the gradient (softmax - onehot) when `with_grad`.
+  LossResult forward(const Tensor& logits, const int32_t* labels, bool with_grad);
+  const Tensor& grad() const { return dlogits_; }
+
+private:
+  Tensor dlogits_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,139 @@
+#include "engine/nn/model.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/core/error.hpp"
+#include "engine/nn/activation.hpp"
+#include "engine/nn/conv2d.hpp"
+#include "engine/nn/linear.hpp"
+#include "engine/nn/maxpool2d.hpp"
+#include "engine/nn/shape_ops.hpp"
+
+namespace tandem {
+
+namespace {
+
+struct Args {
+  const LayerSpec& spec;
+  double get(const char* key, double fallback) const {
+    auto it = spec.args.find(key);
+    return it == spec.args.end() ? fallback : it->second;
+  }
+  double need(const char* key) const {
+    auto it = spec.args.find(key);
+    if (it == spec.args.end())
+      TANDEM_FAIL_HINT("add " + std::string(key) + "= to the layer", spec.type, " layer at ", spec.where,
+                       " is missing argument '", key, "'");
+    return it->second;
+  }
+  int need_int(const char* key) const { return as_int(key, need(key)); }
+  int get_int(const char* key, int fallback) const { return as_int(key, get(key, fallback)); }
+  int as_int(const char* key, double v) const {
+    if (v != std::floor(v) || std::abs(v) > 1e9)
+      TANDEM_FAIL(spec.type, " layer at ", spec.where, ": argument '", key, "' must be an integer, got ", v);
+    return static_cast<int>(v);
+  }
+};
+
+bool is_relu(const std::vector<LayerSpec>& layers, size_t i) { return i < layers.size() && layers[i].type == "relu"; }
+
+}  // namespace
+
+Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
+    : dev_(dev), name_(spec.name), input_(spec.input), classes_(spec.classes) {
+  TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
+                    spec.name, "' has no layers");
+  Shape shape = input_;
+  auto add_macs = [&](double macs) {
+    if (macs_per_sample_ == 0.0) {
+      first_layer_macs_ = macs;
+      first_param_layer_ = layers_.size();
+    }
+    macs_per_sample_ += macs;
+  };
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& ls = spec.layers[i];
+    Args a{ls};
+    std::unique_ptr<Layer> layer;
+    const int64_t in_numel = shape_numel(shape);
+    if (ls.type == "linear") {
+      const int64_t in = a.get_int("in", static_cast<int>(in_numel));
+      if (in != in_numel)
+        TANDEM_FAIL_HINT("drop in= to let the engine infer it, or fix the layer before", "linear layer at ", ls.where,
+                         " says in=", in, " but its input ", shape_str(shape), " has ", in_numel, " values");
+      const bool fuse = is_relu(spec.layers, i + 1);
+      const int out = a.need_int("out");
+      layer = std::make_unique<Linear>(dev, in, out, a.get("bias", 1) != 0,
+                                       fuse ? Activation::relu : Activation::none);
+      add_macs(static_cast<double>(in) * out);
+      if (fuse) ++i;
+    } else if (ls.type == "conv2d") {
+      if (shape.size() != 3)
+        TANDEM_FAIL("conv2d layer at ", ls.where, " needs a [channels, height, width] input, got ", shape_str(shape));
+      const int ic = a.get_int("in_channels", static_cast<int>(shape[0]));
+      if (ic != shape[0])
+        TANDEM_FAIL("conv2d layer at ", ls.where, " says in_channels=", ic, " but its input is ", shape_str(shape));
+      const bool fuse = is_relu(spec.layers, i + 1);
+      const int k = a.need_int("kernel");
+      auto conv = std::make_unique<Conv2d>(dev, shape, a.need_int("out_channels"), k, a.get_int("stride", 1),
+                                           a.get_int("padding", 0), a.get("bias", 1) != 0,
+                                           fuse ? Activation::relu : Activation::none);
+      add_macs(static_cast<double>(shape_numel(conv->output_shape())) * ic * k * k);
+      layer = std::move(conv);
+      if (fuse) ++i;
+    } else if (ls.type == "relu") {
+      layer = std::make_unique<ReLU>(dev, shape);
+    } else if (ls.type == "maxpool2d") {
+      if (shape.size() != 3)
+        TANDEM_FAIL("maxpool2d layer at ", ls.where, " needs a [channels, height, width] input, got ",
+                    shape_str(shape));
+      const int k = a.need_int("kernel");
+      layer = std::make_unique<MaxPool2d>(dev, shape, k, a.get_int("stride", k));
+    } else if (ls.type == "flatten") {
+      layer = std::make_unique<Flatten>(dev, shape);
+    } else if (ls.type == "dropout") {
+      layer = std::make_unique<Dropout>(dev, shape, static_cast<float>(a.need("p")), i);
+    } else {
+      TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, flatten or dropout", "unknown layer type '", ls.type,
+                       "' at ", ls.where);
+    }
+    shape = layer->output_shape();
+    layers_.push_back(std::move(layer));
+  }
+  if (shape_numel(shape) != classes_)
+    TANDEM_FAIL_HINT("make the last layer produce one value per class", "model '", spec.name, "' ends in ",
+                     shape_str(shape), " but the data set has ", classes_, " classes");
+
+  size_t total = 0;
+  for (auto& l : layers_) total += l->param_count();
+  params_ = Tensor(dev, {static_cast<int64_t>(total)});
+  grads_ = Tensor(dev, {static_cast<int64_t>(total)});
+  Rng rng(seed);
+  size_t offset = 0;
+  for (auto& l : layers_) {
+    l->bind(params_.data() + offset, grads_.data() + offset);
+    l->init_params(rng);
+    offset += l->param_count();
+  }
+}
+
+const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {
+  const Tensor* h = &x;
+  for (auto& l : layers_) h = &l->forward(*h, ctx);
+  return *h;
+}
+
+void Model::backward(const Tensor& dlogits, const StepContext& ctx) {
+  const Tensor* g = &dlogits;
+  for (size_t i = layers_.size(); i-- > first_param_layer_;) g = &layers_[i]->backward(*g, i > first_param_layer_, ctx);
+}
+
+std::string Model::summary() const {
+  std::ostringstream os;
+  os << "model '" << name_ << "': input " << shape_str(input_) << ", " << param_count() << " parameters";
+  for (auto& l : layers_) os << "\n  " << l->describe() << "  [" << l->param_count() << " params]";
+  return os.str();
+}
+
+}  // namespace tandem

@@ -1,0 +1,53 @@
+#pragma once
+// A sequential model built from a ModelSpec. All parameters live in one flat buffer
+// and all gradients in another (layers hold views), so the optimizer is one fused
+// pass and the all-reduce is one collective over one contiguous buffer.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/nn/layer.hpp"
+#include "engine/nn/spec.hpp"
+
+namespace tandem {
+
+class Model {
+public:
+  // Builds the layers, folding a ReLU that follows a linear or conv2d layer into it,
+  // and initialises the parameters deterministically from `seed`.
+  Model(Device& dev, const ModelSpec& spec, uint64_t seed);
+
+  // x: [batch, ...input]. Returns logits [batch, classes].
+  const Tensor& forward(const Tensor& x, const StepContext& ctx);
+  // dlogits: gradient of the loss w.r.t. the logits of the last forward (modified in
+  // place). Overwrites the gradient buffer.
+  void backward(const Tensor& dlogits, const StepContext& ctx);
+
+  Tensor& params() { return params_; }
+  Tensor& grads() { return grads_; }
+  size_t param_count() const { return static_cast<size_t>(params_.numel()); }
+  const Shape& input_shape() const { return input_; }
+  int classes() const { return classes_; }
+  Device& device() const { return dev_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // One line per layer with output shape and parameter count.
+  std::string summary() const;
+  // Multiply-adds of one sample's forward pass.
+  double forward_macs_per_sample() const { return macs_per_sample_; }
+  // FLOPs one training sample really executes: forward, weight gradients, and input
+  // gradients of every layer but the first with parameters (nothing reads those).
+  double train_flops_per_sample() const { return 2.0 * (3.0 * macs_per_sample_ - first_layer_macs_); }
+
+private:
+  Device& dev_;
+  std::string name_;
+  Shape input_;
+  int classes_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  Tensor params_, grads_;
+  double macs_per_sample_ = 0.0, first_layer_macs_ = 0.0;
+  // Backward stops here: layers before it have no parameters, so no gradient is owed.
+  size_t first_param_layer_ = 0;
+};
+
+}  // namespace tandem

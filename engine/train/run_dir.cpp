@@ -1,0 +1,37 @@
+#include "engine/train/run_dir.hpp"
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/error.hpp"
+
+namespace tandem {
+
+std::string make_run_dir(const std::string& requested, const std::string& experiment_name) {
+  namespace fs = std::filesystem;
+  fs::path dir = requested;
+  if (dir.empty()) {
+    std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+    dir = fs::path("runs") / (experiment_name + "-" + stamp);
+    // Two runs started in the same second get distinct directories.
+    for (int i = 2; fs::exists(dir); ++i) dir = fs::path("runs") / (experiment_name + "-" + stamp + "-" + std::to_string(i));
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    TANDEM_FAIL_HINT("choose a writable place with --out DIR", "cannot create run directory '", dir.string(),
+                     "': ", ec.message());
+  return dir.string();
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) TANDEM_FAIL_HINT("check free disk space and permissions", "cannot write '", path, "'");
+}
+
+}  // namespace tandem

@@ -1,0 +1,21 @@
+#include "engine/train/step.hpp"
+
+#include "engine/core/clock.hpp"
+
+namespace tandem {
+
+LossResult TrainStep::run(const Tensor& x, const int32_t* labels, int64_t global_batch, double lr,
+                          const StepContext& ctx, StepTimes* times) {
+  const double t0 = times ? now_ms() : 0.0;
+  const LossResult r = loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true);
+  model_.backward(loss_.grad(), ctx);
+  const double t1 = times ? now_ms() : 0.0;
+  sgd_.step(model_.params(), model_.grads(), lr, global_batch);
+  if (times) {
+    times->compute_ms = t1 - t0;
+    times->optimizer_ms = now_ms() - t1;
+  }
+  return r;
+}
+
+}  // namespace tandem

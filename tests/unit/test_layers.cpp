@@ -1,0 +1,248 @@
+// Finite-difference gradient checks for every layer and for the loss, plus the
+// fused-op and shape behaviour each layer promises (DESIGN.md habit 2).
+#define BOOST_TEST_MODULE layers
+#include <boost/test/unit_test.hpp>
+
+#include "engine/nn/activation.hpp"
+#include "engine/nn/conv2d.hpp"
+#include "engine/nn/linear.hpp"
+#include "engine/nn/loss.hpp"
+#include "engine/nn/maxpool2d.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/nn/shape_ops.hpp"
+#include "tests/unit/grad_check.hpp"
+
+using namespace tandem;
+using namespace tandem::testing;
+
+namespace {
+
+Device& dev() { return cpu_device(); }
+
+Shape batched(int64_t n, const Shape& s) {
+  Shape out{n};
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+// Checks dL/dx and dL/dparams of `layer` for input of per-sample shape `in`.
+void check_layer(Layer& layer, const Shape& in, int batch, double tol, float input_scale = 1.0f,
+                 float eps = 1e-2f) {
+  std::vector<float> params(layer.param_count()), grads(layer.param_count());
+  Rng rng(11);
+  layer.bind(params.data(), grads.data());
+  layer.init_params(rng);
+
+  Tensor x(dev(), batched(batch, in));
+  auto xv = random_vector(static_cast<size_t>(x.numel()), 3, input_scale);
+  std::copy(xv.begin(), xv.end(), x.data());
+  StepContext ctx;
+  ctx.seed = 5;
+
+  const Shape out_shape = batched(batch, layer.output_shape());
+  const auto r = random_vector(static_cast<size_t>(shape_numel(out_shape)), 4);
+  auto probe = [&]() { return dot(layer.forward(x, ctx).data(), r); };
+
+  probe();
+  Tensor dy(dev(), out_shape);
+  std::copy(r.begin(), r.end(), dy.data());
+  const Tensor& dx = layer.backward(dy, true, ctx);
+  BOOST_REQUIRE(dx.defined());
+  std::vector<float> dx_analytic(dx.data(), dx.data() + dx.numel());
+  std::vector<float> dparams_analytic = grads;
+
+  const auto dx_numeric = numeric_gradient(x.data(), static_cast<size_t>(x.numel()), probe, eps);
+  BOOST_TEST(max_scaled_error(dx_analytic, dx_numeric) < tol, layer.describe() << ": input gradient");
+  if (!params.empty()) {
+    const auto dp_numeric = numeric_gradient(params.data(), params.size(), probe, eps);
+    BOOST_TEST(max_scaled_error(dparams_analytic, dp_numeric) < tol, layer.describe() << ": parameter gradient");
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(linear_gradients) {
+  Linear layer(dev(), 7, 5, true, Activation::none);
+  check_layer(layer, {7}, 4, 2e-3);
+}
+
+BOOST_AUTO_TEST_CASE(linear_without_bias_gradients) {
+  Linear layer(dev(), 6, 3, false, Activation::none);
+  check_layer(layer, {6}, 3, 2e-3);
+  BOOST_TEST(layer.param_count() == 18u);
+}
+
+BOOST_AUTO_TEST_CASE(linear_fused_relu_gradients) {
+  // Small eps keeps the probe away from ReLU's kink.
+  Linear layer(dev(), 8, 6, true, Activation::relu);
+  check_layer(layer, {8}, 5, 5e-3, 1.0f, 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(relu_gradients) {
+  ReLU layer(dev(), {3, 4});
+  check_layer(layer, {3, 4}, 2, 5e-3, 1.0f, 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_gradients) {
+  Conv2d layer(dev(), {2, 6, 5}, 3, 3, 1, 1, true, Activation::none);
+  check_layer(layer, {2, 6, 5}, 2, 2e-3);
+  BOOST_TEST(layer.output_shape() == (Shape{3, 6, 5}));
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_strided_fused_relu_gradients) {
+  Conv2d layer(dev(), {3, 7, 7}, 4, 3, 2, 0, true, Activation::relu);
+  BOOST_TEST(layer.output_shape() == (Shape{4, 3, 3}));
+  check_layer(layer, {3, 7, 7}, 2, 5e-3, 1.0f, 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(maxpool2d_gradients) {
+  MaxPool2d layer(dev(), {2, 4, 6}, 2, 2);
+  BOOST_TEST(layer.output_shape() == (Shape{2, 2, 3}));
+  check_layer(layer, {2, 4, 6}, 2, 5e-3, 1.0f, 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(maxpool2d_overlapping_gradients) {
+  MaxPool2d layer(dev(), {1, 5, 5}, 3, 1);
+  check_layer(layer, {1, 5, 5}, 2, 5e-3, 1.0f, 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(flatten_gradients) {
+  Flatten layer(dev(), {2, 3, 4});
+  BOOST_TEST(layer.output_shape() == (Shape{24}));
+  check_layer(layer, {2, 3, 4}, 3, 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_gradients) {
+  Dropout layer(dev(), {10}, 0.3f, 1);
+  check_layer(layer, {10}, 4, 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_mask_depends_on_global_position_not_split) {
+  Dropout layer(dev(), {16}, 0.5f, 1);
+  Tensor x(dev(), {8, 16});
+  x.fill(1.0f);
+  StepContext whole;
+  whole.seed = 9;
+  auto all = layer.forward(x, whole).to_host();
+  // The same rows processed as a slice starting at global position 3.
+  Tensor part(dev(), {2, 16});
+  part.fill(1.0f);
+  StepContext slice = whole;
+  slice.first_sample = 3;
+  auto sub = layer.forward(part, slice).to_host();
+  for (int i = 0; i < 32; ++i) BOOST_TEST(sub[i] == all[3 * 16 + i]);
+  int kept = 0;
+  for (float v : all) kept += v != 0.0f;
+  BOOST_TEST(kept > 32);
+  BOOST_TEST(kept < 96);
+  for (float v : all) BOOST_TEST((v == 0.0f || v == 2.0f));
+}
+
+BOOST_AUTO_TEST_CASE(dropout_is_identity_in_evaluation) {
+  Dropout layer(dev(), {4}, 0.5f, 1);
+  Tensor x(dev(), {2, 4});
+  x.fill(3.0f);
+  StepContext ctx;
+  ctx.training = false;
+  for (float v : layer.forward(x, ctx).to_host()) BOOST_TEST(v == 3.0f);
+}
+
+BOOST_AUTO_TEST_CASE(softmax_cross_entropy_gradient_and_sum_reduction) {
+  const int rows = 4, classes = 5;
+  Tensor logits(dev(), {rows, classes});
+  auto lv = random_vector(rows * classes, 8, 3.0f);
+  std::copy(lv.begin(), lv.end(), logits.data());
+  std::vector<int32_t> labels{0, 3, 4, 1};
+  SoftmaxCrossEntropy loss;
+  const LossResult r = loss.forward(logits, labels.data(), true);
+  std::vector<float> analytic = loss.grad().to_host();
+  auto f = [&]() { return loss.forward(logits, labels.data(), false).loss_sum; };
+  auto numeric = numeric_gradient(logits.data(), lv.size(), f, 1e-3f);
+  BOOST_TEST(max_scaled_error(analytic, numeric) < 2e-3);
+  // SUM reduction: the loss of the batch is the sum of per-row losses.
+  double sum = 0.0;
+  for (int i = 0; i < rows; ++i) {
+    Tensor one = Tensor::view_of(dev(), logits.data() + i * classes, {1, classes});
+    SoftmaxCrossEntropy l1;
+    sum += l1.forward(one, &labels[i], false).loss_sum;
+  }
+  BOOST_TEST(r.loss_sum == sum, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(softmax_cross_entropy_is_stable_for_large_logits) {
+  Tensor logits(dev(), {1, 3});
+  const float big[3] = {1000.0f, -1000.0f, 999.0f};
+  std::copy(big, big + 3, logits.data());
+  int32_t label = 2;
+  SoftmaxCrossEntropy loss;
+  const LossResult r = loss.forward(logits, &label, true);
+  BOOST_TEST(std::isfinite(r.loss_sum));
+  BOOST_TEST(r.loss_sum == std::log(1.0 + std::exp(1.0) + std::exp(-1999.0)), boost::test_tools::tolerance(1e-5));
+  BOOST_TEST(r.correct == 0);
+}
+
+BOOST_AUTO_TEST_CASE(whole_model_gradient_through_every_layer_type) {
+  ModelSpec spec;
+  spec.name = "tiny-lenet";
+  spec.input = {1, 8, 8};
+  spec.classes = 3;
+  spec.layers = {{"conv2d", {{"out_channels", 2}, {"kernel", 3}, {"padding", 1}}, "t:1"},
+                 {"relu", {}, "t:2"},
+                 {"maxpool2d", {{"kernel", 2}}, "t:3"},
+                 {"flatten", {}, "t:4"},
+                 {"linear", {{"out", 6}}, "t:5"},
+                 {"relu", {}, "t:6"},
+                 {"linear", {{"out", 3}}, "t:7"}};
+  Model model(dev(), spec, 3);
+  Tensor x(dev(), {3, 1, 8, 8});
+  auto xv = random_vector(static_cast<size_t>(x.numel()), 12);
+  std::copy(xv.begin(), xv.end(), x.data());
+  std::vector<int32_t> labels{0, 2, 1};
+  StepContext ctx;
+  SoftmaxCrossEntropy loss;
+  loss.forward(model.forward(x, ctx), labels.data(), true);
+  model.backward(loss.grad(), ctx);
+  std::vector<float> analytic = model.grads().to_host();
+  auto f = [&]() {
+    SoftmaxCrossEntropy l;
+    return l.forward(model.forward(x, ctx), labels.data(), false).loss_sum;
+  };
+  auto numeric = numeric_gradient(model.params().data(), model.param_count(), f, 1e-3f);
+  BOOST_TEST(max_scaled_error(analytic, numeric) < 1e-2);
+}
+
+BOOST_AUTO_TEST_CASE(zero_batch_gives_zero_gradients) {
+  ModelSpec spec;
+  spec.name = "mlp";
+  spec.input = {4};
+  spec.classes = 2;
+  spec.layers = {{"linear", {{"out", 3}}, "t:1"}, {"relu", {}, "t:2"}, {"linear", {{"out", 2}}, "t:3"}};
+  Model model(dev(), spec, 1);
+  model.grads().fill(7.0f);
+  Tensor x(dev(), {0, 4});
+  StepContext ctx;
+  SoftmaxCrossEntropy loss;
+  const LossResult r = loss.forward(model.forward(x, ctx), nullptr, true);
+  BOOST_TEST(r.loss_sum == 0.0);
+  model.backward(loss.grad(), ctx);
+  for (float g : model.grads().to_host()) BOOST_TEST(g == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(model_errors_name_the_layer) {
+  ModelSpec spec;
+  spec.name = "bad";
+  spec.input = {1, 4, 4};
+  spec.classes = 2;
+  spec.layers = {{"flatten", {}, "models/bad.lua:3"}, {"linear", {{"out", 2}, {"in", 10}}, "models/bad.lua:4"}};
+  try {
+    Model model(dev(), spec, 1);
+    BOOST_FAIL("expected an error");
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()).find("models/bad.lua:4") != std::string::npos);
+    BOOST_TEST(std::string(e.what()).find("in=10") != std::string::npos);
+  }
+  spec.layers = {{"wobble", {}, "models/bad.lua:7"}};
+  BOOST_CHECK_EXCEPTION(Model(dev(), spec, 1), Error, [](const Error& e) {
+    return std::string(e.what()).find("unknown layer type 'wobble' at models/bad.lua:7") != std::string::npos;
+  });
+}

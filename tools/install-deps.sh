@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tandem needs, or says the one apt-get line to run.
+# usage: tools/install-deps.sh [extra-package ...]   (make bench adds python3-torch)
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config
+  libluajit-5.1-dev liblpsolve55-dev libspdlog-dev libboost-test-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist
+  "$@"
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ $(id -u) -eq 0 ]]; then
+  echo "tandem: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "tandem: missing Debian packages. Run:" >&2
+  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,66 @@
+#include "engine/data/fashion_mnist.hpp"
+
+#include <array>
+#include <vector>
+
+#include "engine/core/error.hpp"
+#include "engine/data/idx_reader.hpp"
+
+namespace tandem {
+
+namespace {
+
+const char* kPackage = "dataset-fashion-mnist";
+
+class FashionMnist final : public Dataset {
+public:
+  FashionMnist(const std::string& dir, bool train) : name_(train ? "fashion-mnist/train" : "fashion-mnist/test") {
+    const std::string prefix = dir + (train ? "/train" : "/t10k");
+    IdxArray images = read_idx_gz(prefix + "-images-idx3-ubyte.gz", 3, kPackage);
+    IdxArray labels = read_idx_gz(prefix + "-labels-idx1-ubyte.gz", 1, kPackage);
+    if (images.dims[1] != 28 || images.dims[2] != 28)
+      TANDEM_FAIL_HINT("point data.dir at the Fashion-MNIST files", "images in ", prefix,
+                       "-images-idx3-ubyte.gz are ", images.dims[1], "x", images.dims[2], ", not 28x28");
+    if (images.dims[0] != labels.dims[0])
+      TANDEM_FAIL_HINT("reinstall " + std::string(kPackage), prefix, "-images-idx3-ubyte.gz holds ", images.dims[0],
+                       " images but ", prefix, "-labels-idx1-ubyte.gz holds ", labels.dims[0], " labels");
+    for (size_t i = 0; i < labels.bytes.size(); ++i)
+      if (labels.bytes[i] >= 10)
+        TANDEM_FAIL_HINT("reinstall " + std::string(kPackage), "label ", int(labels.bytes[i]), " of sample ", i,
+                         " in ", prefix, "-labels-idx1-ubyte.gz is not a class 0..9");
+    pixels_ = std::move(images.bytes);
+    labels_ = std::move(labels.bytes);
+    for (int v = 0; v < 256; ++v) table_[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
+  }
+
+  std::string name() const override { return name_; }
+  int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
+  const Shape& sample_shape() const override { return shape_; }
+  int classes() const override { return 10; }
+
+  void gather(const int64_t* indices, int64_t count, float* x, int32_t* labels) const override {
+    constexpr size_t kPixels = 28 * 28;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t s = indices[i];
+      TANDEM_CHECK(s >= 0 && s < size(), "sample index ", s, " outside ", name_, " of size ", size());
+      const uint8_t* src = pixels_.data() + static_cast<size_t>(s) * kPixels;
+      float* dst = x + static_cast<size_t>(i) * kPixels;
+      for (size_t p = 0; p < kPixels; ++p) dst[p] = table_[src[p]];
+      labels[i] = labels_[static_cast<size_t>(s)];
+    }
+  }
+
+private:
+  std::string name_;
+  Shape shape_{1, 28, 28};
+  std::vector<uint8_t> pixels_, labels_;
+  std::array<float, 256> table_;  // normalised value of each byte: a lookup, not arithmetic, per pixel
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, bool train) {
+  return std::make_unique<FashionMnist>(dir, train);
+}
+
+}  // namespace tandem

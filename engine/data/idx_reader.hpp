@@ -1,0 +1,20 @@
+#pragma once
+// Reader for the IDX format of (Fashion-)MNIST, gzip-compressed as Debian ships it:
+// a big-endian magic (0x0000 08 NDIM for unsigned bytes), NDIM big-endian uint32
+// dimensions, then the bytes. Every structural problem is reported with the file.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+struct IdxArray {
+  std::vector<uint32_t> dims;
+  std::vector<uint8_t> bytes;
+};
+
+// expected_ndim: 1 for labels, 3 for images. `package` names the Debian package that
+// provides the file, for the error message.
+IdxArray read_idx_gz(const std::string& path, int expected_ndim, const std::string& package);
+
+}  // namespace tandem

@@ -1,0 +1,32 @@
+#pragma once
+// The global sampler. Every epoch is a seeded permutation of the training set;
+// iteration t takes the next B indices of its epoch's permutation. Every rank
+// computes the same global batch and takes its own slice, so which samples a step
+// sees never depends on how the batch is split: balancing changes speed, never the
+// mathematics. The last partial batch of an epoch is dropped, so every step has
+// exactly B samples and the global batch stays what the experiment says.
+#include <cstdint>
+#include <vector>
+
+namespace tandem {
+
+class GlobalSampler {
+public:
+  GlobalSampler(int64_t dataset_size, int64_t global_batch, uint64_t seed);
+  int64_t iterations_per_epoch() const { return per_epoch_; }
+  int64_t epoch_of(int64_t iteration) const { return iteration / per_epoch_; }
+  // The B indices of iteration t (t counts from 0 across epochs).
+  void global_batch(int64_t iteration, std::vector<int64_t>& out) const;
+  // Positions [offset, offset + count) of iteration t's global batch: one rank's part.
+  void slice(int64_t iteration, int64_t offset, int64_t count, std::vector<int64_t>& out) const;
+
+private:
+  const std::vector<int64_t>& permutation(int64_t epoch) const;
+  int64_t size_, batch_, per_epoch_;
+  uint64_t seed_;
+  // The current epoch's permutation, computed when the epoch changes: O(B) per step.
+  mutable int64_t cached_epoch_ = -1;
+  mutable std::vector<int64_t> perm_;
+};
+
+}  // namespace tandem

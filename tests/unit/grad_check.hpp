@@ -27,27 +27,46 @@ inline double dot(const float* a, const std::vector<float>& b) {
   return s;
 }
 
-// Largest |analytic - numeric| relative to max(1, largest |gradient|).
-inline double max_scaled_error(const std::vector<float>& analytic, const std::vector<double>& numeric) {
+// A numeric gradient, with the elements where the probe is not smooth within +-eps
+// (a ReLU or max-pool kink was crossed) marked: a central difference means nothing
+// there, so those elements are left out of the comparison. The caller bounds how
+// many may be left out, so a broken gradient cannot hide behind the mask.
+struct NumericGradient {
+  std::vector<double> value;
+  std::vector<bool> smooth;
+  size_t kinks() const { return static_cast<size_t>(std::count(smooth.begin(), smooth.end(), false)); }
+};
+
+// Largest |analytic - numeric| over the smooth elements, relative to the largest
+// gradient magnitude (at least 1e-3).
+inline double max_scaled_error(const std::vector<float>& analytic, const NumericGradient& numeric) {
   double scale = 1e-3, err = 0.0;
-  for (size_t i = 0; i < analytic.size(); ++i) scale = std::max({scale, std::abs(numeric[i]), double(std::abs(analytic[i]))});
-  for (size_t i = 0; i < analytic.size(); ++i) err = std::max(err, std::abs(analytic[i] - numeric[i]));
+  for (size_t i = 0; i < analytic.size(); ++i)
+    scale = std::max({scale, std::abs(numeric.value[i]), double(std::abs(analytic[i]))});
+  for (size_t i = 0; i < analytic.size(); ++i)
+    if (numeric.smooth[i]) err = std::max(err, std::abs(analytic[i] - numeric.value[i]));
   return err / scale;
 }
 
 // Numeric derivative of f() w.r.t. each of values[0..n), perturbing in place.
-inline std::vector<double> numeric_gradient(float* values, size_t n, const std::function<double()>& f,
-                                            float eps = 1e-2f) {
-  std::vector<double> g(n);
+inline NumericGradient numeric_gradient(float* values, size_t n, const std::function<double()>& f,
+                                        float eps = 1e-2f) {
+  NumericGradient g{std::vector<double>(n), std::vector<bool>(n, true)};
+  const double base = f();
+  double scale = 1e-3;
+  std::vector<double> ups(n), downs(n);
   for (size_t i = 0; i < n; ++i) {
     const float keep = values[i];
     values[i] = keep + eps;
-    const double up = f();
+    ups[i] = (f() - base) / eps;
     values[i] = keep - eps;
-    const double down = f();
+    downs[i] = (base - f()) / eps;
     values[i] = keep;
-    g[i] = (up - down) / (2.0 * eps);
+    g.value[i] = 0.5 * (ups[i] + downs[i]);
+    scale = std::max(scale, std::abs(g.value[i]));
   }
+  // One-sided slopes that disagree by more than curvature could explain mean a kink.
+  for (size_t i = 0; i < n; ++i) g.smooth[i] = std::abs(ups[i] - downs[i]) < 0.05 * scale;
   return g;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/core/error.hpp"
 #include "engine/nn/lr_schedule.hpp"
 #include "engine/nn/sgd.hpp"
 

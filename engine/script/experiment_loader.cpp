@@ -1,0 +1,203 @@
+#include "engine/script/experiment_loader.hpp"
+
+#include <cmath>
+#include <optional>
+
+#include "engine/core/error.hpp"
+#include "engine/script/lua_state.hpp"
+
+namespace tandem {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxDepth = 64;
+
+json to_json(lua_State* L, int idx, const std::string& path, int depth) {
+  idx = abs_index(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+      return nullptr;
+    case LUA_TBOOLEAN:
+      return static_cast<bool>(lua_toboolean(L, idx));
+    case LUA_TNUMBER: {
+      const double v = lua_tonumber(L, idx);
+      if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 9.2e18) return static_cast<int64_t>(v);
+      return v;  // NaN and infinities become null
+    }
+    case LUA_TSTRING: {
+      size_t n = 0;
+      const char* s = lua_tolstring(L, idx, &n);
+      return std::string(s, n);
+    }
+    case LUA_TTABLE:
+      break;
+    default:
+      return std::string("(a ") + luaL_typename(L, idx) + ")";
+  }
+  TANDEM_CHECK_HINT(depth < kMaxDepth, "a table may not contain itself; keep tables under 64 levels deep",
+                    "table '", path, "' is nested more than ", kMaxDepth, " levels deep (or contains itself)");
+  TANDEM_CHECK(lua_checkstack(L, 4), "Lua stack overflow converting '", path, "' to JSON");
+
+  // Keys exactly 1..n: an array.
+  size_t count = 0;
+  bool array_keys = true;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    ++count;
+    if (lua_type(L, -2) != LUA_TNUMBER) {
+      array_keys = false;
+    } else {
+      const double k = lua_tonumber(L, -2);
+      if (k != std::floor(k) || k < 1) array_keys = false;
+    }
+    lua_pop(L, 1);
+  }
+  const size_t length = lua_objlen(L, idx);
+  if (count > 0 && array_keys && length == count) {
+    json out = json::array();
+    for (size_t i = 1; i <= length; ++i) {
+      lua_rawgeti(L, idx, static_cast<int>(i));
+      out.push_back(to_json(L, -1, path + "[" + std::to_string(i) + "]", depth + 1));
+      lua_pop(L, 1);
+    }
+    return out;
+  }
+  json out = json::object();
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    // Never lua_tostring the key itself: that would change it under lua_next.
+    const std::string key = lua_value_text(L, -2);
+    out[key] = to_json(L, -1, path + "." + key, depth + 1);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+// Readers for the resolved JSON. resolve() has validated every value, so a missing
+// or mistyped field here means scripts/tandem/experiment.lua and this file disagree.
+const json& field(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key))
+    TANDEM_FAIL_HINT("keep scripts/tandem/experiment.lua and engine/script/experiment_loader.cpp in step",
+                     "the resolved experiment has no '", where, key, "'");
+  return j.at(key);
+}
+
+template <typename T>
+T get(const json& j, const char* key, const std::string& where = "") {
+  return field(j, key, where).get<T>();
+}
+
+template <typename T>
+std::optional<T> get_optional(const json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<T>();
+}
+
+Shape to_shape(const json& j) {
+  Shape s;
+  for (const auto& d : j) s.push_back(d.get<int64_t>());
+  return s;
+}
+
+ModelSpec to_model(const json& m) {
+  ModelSpec spec;
+  spec.name = get<std::string>(m, "name", "model.");
+  spec.input = to_shape(field(m, "input", "model."));
+  spec.classes = get<int>(m, "classes", "model.");
+  for (const auto& l : field(m, "layers", "model.")) {
+    LayerSpec ls;
+    ls.type = get<std::string>(l, "type", "model.layers[].");
+    ls.where = l.value("where", std::string("?"));
+    const json& args = field(l, "args", "model.layers[].");
+    if (args.is_object())
+      for (const auto& [k, v] : args.items()) ls.args[k] = v.get<double>();
+    spec.layers.push_back(std::move(ls));
+  }
+  return spec;
+}
+
+ExperimentConfig to_config(json& j) {
+  ExperimentConfig c;
+  c.name = get<std::string>(j, "name");
+  c.model = to_model(field(j, "model", ""));
+
+  const json& d = field(j, "data", "");
+  c.data.name = get<std::string>(d, "name", "data.");
+  c.data.dir = get<std::string>(d, "dir", "data.");
+  c.data.shape = to_shape(field(d, "shape", "data."));
+  c.data.classes = get<int>(d, "classes", "data.");
+  c.data.train_size = get<int64_t>(d, "train_size", "data.");
+  c.data.test_size = get<int64_t>(d, "test_size", "data.");
+  c.data.seed = get<uint64_t>(d, "seed", "data.");
+
+  c.global_batch = get<int64_t>(j, "global_batch");
+  c.optimizer.name = get<std::string>(j, "optimizer");
+  c.optimizer.lr = get<double>(j, "lr");
+  c.optimizer.momentum = get<double>(j, "momentum");
+  c.optimizer.weight_decay = get<double>(j, "weight_decay");
+  c.optimizer.nesterov = get<bool>(j, "nesterov");
+
+  const json& s = field(j, "schedule", "");
+  c.schedule.kind = get<std::string>(s, "kind", "schedule.");
+  c.schedule.warmup_iterations = get<int64_t>(s, "warmup_iterations", "schedule.");
+  c.schedule.step_epochs = get<double>(s, "step_epochs", "schedule.");
+  c.schedule.gamma = get<double>(s, "gamma", "schedule.");
+  c.schedule.min_lr = get<double>(s, "min_lr", "schedule.");
+
+  json& st = j.at("stop");
+  c.stop.epochs = get<double>(st, "epochs", "stop.");
+  c.stop.target_accuracy = get_optional<double>(st, "target_accuracy");
+  c.stop.max_iterations = get_optional<int64_t>(st, "max_iterations");
+  c.stop.max_seconds = get_optional<double>(st, "max_seconds");
+  // Unset optional keys are written as null, so config.json shows every key.
+  for (const char* k : {"target_accuracy", "max_iterations", "max_seconds"})
+    if (!st.contains(k)) st[k] = nullptr;
+
+  c.eval_every = get<int64_t>(j, "eval_every");
+  c.log_every = get<int64_t>(j, "log_every");
+  c.eval_batch = get<int64_t>(j, "eval_batch");
+  c.seed = get<uint64_t>(j, "seed");
+  c.blas_threads = get<int>(j, "blas_threads");
+  c.log_level = get<std::string>(j, "log_level");
+  c.out_dir = get<std::string>(j, "out_dir");
+  return c;
+}
+
+}  // namespace
+
+json lua_to_json(lua_State* L, int idx, const std::string& path) { return to_json(L, idx, path, 0); }
+
+ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  json resolved;
+  {
+    LuaState L;
+    push_module_function(L, "tandem.experiment", "resolve");  // resolve
+    load_file(L, path, "experiment");                          // resolve, chunk
+    protected_call(L, 0, 1, "running experiment " + path);     // resolve, experiment table
+    lua_createtable(L, static_cast<int>(overrides.size()), 0);
+    for (size_t i = 0; i < overrides.size(); ++i) {
+      lua_pushstring(L, overrides[i].c_str());
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    lua_pushstring(L, path.c_str());
+    protected_call(L, 3, 1, "resolving experiment " + path);  // resolved table
+    TANDEM_CHECK(lua_istable(L, -1), "tandem.experiment.resolve returned a ", luaL_typename(L, -1),
+                 ", not the resolved experiment table");
+    resolved = lua_to_json(L, -1, "experiment");
+  }
+  if (resolved.contains("overrides") && resolved["overrides"].empty()) resolved["overrides"] = json::array();
+  ExperimentConfig config;
+  try {
+    config = to_config(resolved);
+  } catch (const nlohmann::json::exception& e) {
+    TANDEM_FAIL_HINT("keep scripts/tandem/experiment.lua and engine/script/experiment_loader.cpp in step",
+                     "the resolved experiment ", path, " does not fit ExperimentConfig: ", e.what());
+  }
+  config.source = path;
+  config.resolved_json = resolved.dump(2);
+  return config;
+}
+
+}  // namespace tandem

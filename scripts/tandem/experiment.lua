@@ -1,0 +1,515 @@
+-- tandem.experiment: the experiment schema, and resolve(), which turns the table an
+-- experiment file returns, plus the command line's key=value overrides, into a
+-- complete, validated experiment with its model built.
+--
+-- This file is the reference for every key an experiment may hold, its default and
+-- its range; the defaults match engine/train/config.hpp. A key not in the schema is
+-- an error that names it (and the nearest known key), never a silent default, so a
+-- typo cannot quietly train something else. Later capabilities (workers, plan,
+-- policy, emulation) add keys by adding entries to M.schema, and the fields they
+-- read in engine/script/experiment_loader.cpp.
+--
+-- Mistakes in the user's input are raised as "user error" tables {message, hint,
+-- where} (see engine/script/lua_state.hpp): the engine prints them without a
+-- traceback of this file. Errors inside a model file stay ordinary Lua errors, with
+-- the model file's line and a traceback.
+local nn = require 'tandem.nn'
+
+local M = {}
+
+-- Schema nodes. kind: number | integer | string | boolean | array (a non-empty list
+-- of positive integers) | record (named fields) | free (any table, passed through).
+-- Checks: min, max (inclusive), gt, lt (exclusive), one_of. default = nil means the
+-- key is optional and unset unless given (required = true: it must be given).
+local function number(default, t) t = t or {}; t.kind = 'number'; t.default = default; return t end
+local function integer(default, t) t = t or {}; t.kind = 'integer'; t.default = default; return t end
+local function string_(default, t) t = t or {}; t.kind = 'string'; t.default = default; return t end
+local function boolean(default, t) t = t or {}; t.kind = 'boolean'; t.default = default; return t end
+local function array(default, t) t = t or {}; t.kind = 'array'; t.default = default; return t end
+local function record(fields, t) t = t or {}; t.kind = 'record'; t.fields = fields; return t end
+local function free(t) t = t or {}; t.kind = 'free'; t.default = t.default or {}; return t end
+
+local MAX_SEED = 2 ^ 53  -- seeds are exact in a double up to here
+
+M.schema = record {
+  name = string_(nil, { doc = 'run name; default: the experiment file name without .lua' }),
+  model = string_(nil, { required = true,
+                         doc = 'a model under models/ (mlp, lenet), or a path to a model .lua file' }),
+  model_args = free { doc = 'passed to the model function, next to input and classes' },
+  data = record {
+    name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic' } }),
+    dir = string_('/usr/share/datasets/fashion-mnist', { doc = 'fashion-mnist: the IDX files' }),
+    shape = array({ 1, 28, 28 }, { doc = 'synthetic: the shape of one sample' }),
+    classes = integer(10, { min = 2, doc = 'synthetic: the number of classes' }),
+    train_size = integer(60000, { min = 1, doc = 'synthetic: training samples' }),
+    test_size = integer(10000, { min = 1, doc = 'synthetic: test samples' }),
+    seed = integer(7, { min = 0, max = MAX_SEED, doc = 'synthetic: generator seed' }),
+  },
+  global_batch = integer(64, { min = 1, doc = 'samples per iteration, summed over all workers' }),
+  optimizer = string_('sgd', { one_of = { 'sgd' } }),
+  lr = number(0.05, { gt = 0, doc = 'peak learning rate' }),
+  momentum = number(0.9, { min = 0, lt = 1 }),
+  weight_decay = number(0, { min = 0 }),
+  nesterov = boolean(false),
+  schedule = record {
+    kind = string_('constant', { one_of = { 'constant', 'step', 'cosine' } }),
+    warmup_iterations = integer(0, { min = 0, doc = 'linear ramp from 0 to lr' }),
+    step_epochs = number(1, { gt = 0, doc = 'step: multiply by gamma every step_epochs epochs' }),
+    gamma = number(0.1, { gt = 0, max = 1 }),
+    min_lr = number(0, { min = 0, doc = 'cosine: the floor reached at the last iteration' }),
+  },
+  stop = record {
+    epochs = number(1, { gt = 0, doc = 'always a bound' }),
+    target_accuracy = number(nil, { gt = 0, max = 1, doc = 'stop once test accuracy reaches it' }),
+    max_iterations = integer(nil, { min = 1 }),
+    max_seconds = number(nil, { gt = 0, doc = 'training wall-clock bound' }),
+  },
+  eval_every = integer(0, { min = 0, doc = 'iterations between test evaluations; 0 = once per epoch' }),
+  log_every = integer(100, { min = 1, doc = 'iterations between progress lines' }),
+  eval_batch = integer(1000, { min = 1, doc = 'batch used for test evaluation' }),
+  seed = integer(1, { min = 0, max = MAX_SEED }),
+  blas_threads = integer(1, { min = 1 }),
+  log_level = string_('info', { one_of = { 'trace', 'debug', 'info', 'warn', 'error', 'off' } }),
+  out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
+}
+
+-- What the model sees for each built-in data set (synthetic: data.shape, data.classes).
+M.datasets = {
+  ['fashion-mnist'] = { shape = { 1, 28, 28 }, classes = 10 },
+}
+
+local SCHEMA_HINT = 'every key an experiment may hold is listed, with its default, in scripts/tandem/experiment.lua'
+
+------------------------------------------------------------------------------------
+-- Errors
+
+local UserError = { __tostring = function(e) return e.message end }
+
+local function user_error(message, hint, where)
+  return setmetatable({ message = message, hint = hint, where = where }, UserError)
+end
+
+-- ctx: {source = experiment file, origin = {[dotted key] = "override 'k=v'"}}
+local function fail(ctx, path, message, hint)
+  local origin = path and ctx.origin[path]
+  if origin then
+    error(user_error(message .. ' (from ' .. origin .. ')', hint or 'fix the override on the command line'), 0)
+  end
+  error(user_error(message, hint or ('fix the experiment file ' .. ctx.source .. '; ' .. SCHEMA_HINT:sub(1, 1):lower() ..
+                                     SCHEMA_HINT:sub(2)), ctx.source), 0)
+end
+
+local function show(v)
+  if type(v) == 'string' then return string.format('string %q', v) end
+  if type(v) == 'number' or type(v) == 'boolean' then return type(v) .. ' ' .. tostring(v) end
+  return type(v)
+end
+
+local expected = {
+  number = 'a number', integer = 'an integer', string = 'a string', boolean = 'true or false',
+  array = 'a non-empty list of positive integers', record = 'a table', free = 'a table',
+}
+
+------------------------------------------------------------------------------------
+-- "did you mean"
+
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+local function join(path, key) return path == '' and key or path .. '.' .. key end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) and (type(a) == 'string' or type(a) == 'number') then return a < b end
+    return type(a) < type(b)
+  end)
+  return keys
+end
+
+-- Every dotted key of the schema, with its last part.
+local function all_keys(node, path, out)
+  out = out or {}
+  for _, k in ipairs(sorted_keys(node.fields)) do
+    local sub = node.fields[k]
+    out[#out + 1] = { path = join(path, k), leaf = k }
+    if sub.kind == 'record' then all_keys(sub, join(path, k), out) end
+  end
+  return out
+end
+
+-- The nearest known key to `key` written inside the record at `path`: a sibling
+-- close in spelling, or a key of the same name elsewhere (epochs -> stop.epochs).
+local function suggest(key, node, path)
+  local best, best_d
+  local limit = math.max(1, math.min(3, math.floor(#key / 3)))
+  for _, k in ipairs(sorted_keys(node.fields)) do
+    local d = distance(key, k)
+    if d <= limit and (not best_d or d < best_d) then best, best_d = join(path, k), d end
+  end
+  if best_d == 0 or best_d == 1 then return best end
+  for _, e in ipairs(all_keys(M.schema, '')) do
+    local d = distance(key, e.leaf)
+    if e.path ~= join(path, key) and d <= limit and (not best_d or d < best_d) then best, best_d = e.path, d end
+  end
+  return best
+end
+
+local function unknown_key(ctx, path, key, node, origin_text)
+  local full = join(path, key)
+  local near = suggest(key, node, path)
+  local where = origin_text and ("in override '" .. origin_text .. "'") or 'in experiment'
+  local message = string.format("unknown key '%s' %s", full, where)
+  local hint = SCHEMA_HINT
+  if near then
+    message = message .. string.format(" (did you mean '%s'?)", near)
+    hint = string.format("rename '%s' to '%s'", full, near)
+  end
+  if origin_text then error(user_error(message, hint), 0) end
+  error(user_error(message, hint, ctx.source), 0)
+end
+
+------------------------------------------------------------------------------------
+-- Checking values
+
+local function deep_copy(v, seen)
+  if type(v) ~= 'table' then return v end
+  seen = seen or {}
+  if seen[v] then return seen[v] end
+  local out = {}
+  seen[v] = out
+  for k, x in pairs(v) do out[deep_copy(k, seen)] = deep_copy(x, seen) end
+  return out
+end
+
+local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
+
+-- Type and range of one value (not nil) against its node.
+local function check_value(ctx, node, v, path)
+  local kind = node.kind
+  local function bad()
+    fail(ctx, path, string.format("'%s' must be %s, got %s", path, expected[kind], show(v)),
+         string.format("set %s to %s%s", path, expected[kind], node.doc and (' (' .. node.doc .. ')') or ''))
+  end
+  if kind == 'number' or kind == 'integer' then
+    if type(v) ~= 'number' or not finite(v) then bad() end
+    if kind == 'integer' and v ~= math.floor(v) then bad() end
+    local function range(ok, rel, bound)
+      if not ok then
+        fail(ctx, path, string.format("'%s' must be %s %s, got %s", path, rel, tostring(bound), tostring(v)),
+             string.format('choose a value of %s %s %s', path, rel, tostring(bound)))
+      end
+    end
+    if node.min then range(v >= node.min, '>=', node.min) end
+    if node.max then range(v <= node.max, '<=', node.max) end
+    if node.gt then range(v > node.gt, '>', node.gt) end
+    if node.lt then range(v < node.lt, '<', node.lt) end
+  elseif kind == 'string' then
+    if type(v) ~= 'string' then bad() end
+    if node.one_of then
+      local ok = false
+      for _, o in ipairs(node.one_of) do ok = ok or o == v end
+      if not ok then
+        fail(ctx, path, string.format("'%s' must be one of %s, got '%s'", path, table.concat(node.one_of, ', '), v),
+             string.format('set %s to one of: %s', path, table.concat(node.one_of, ', ')))
+      end
+    end
+  elseif kind == 'boolean' then
+    if type(v) ~= 'boolean' then bad() end
+  elseif kind == 'array' then
+    if type(v) ~= 'table' or #v == 0 then bad() end
+    for k, x in pairs(v) do
+      if type(k) ~= 'number' or k < 1 or k > #v or k ~= math.floor(k) then bad() end
+      if type(x) ~= 'number' or not finite(x) or x ~= math.floor(x) or x < 1 then
+        fail(ctx, path, string.format("'%s[%d]' must be a positive integer, got %s", path, k, show(x)),
+             string.format('write %s as a list of positive integers, e.g. {3, 32, 32}', path))
+      end
+    end
+  elseif kind == 'free' then
+    if type(v) ~= 'table' then bad() end
+  elseif kind == 'record' then
+    if type(v) ~= 'table' then bad() end
+    for _, key in ipairs(sorted_keys(v)) do
+      if type(key) ~= 'string' then
+        fail(ctx, path, string.format("unexpected entry [%s] = %s in %s", tostring(key), show(v[key]),
+                                      path == '' and 'experiment' or "'" .. path .. "'"),
+             'every entry needs a name: write key = value')
+      end
+      local sub = node.fields[key]
+      if not sub then unknown_key(ctx, path, key, node) end
+      check_value(ctx, sub, v[key], join(path, key))
+    end
+  end
+end
+
+local function fill_defaults(node, v)
+  for key, sub in pairs(node.fields) do
+    if sub.kind == 'record' then
+      if v[key] == nil then v[key] = {} end
+      fill_defaults(sub, v[key])
+    elseif v[key] == nil and sub.default ~= nil then
+      v[key] = deep_copy(sub.default)
+    end
+  end
+end
+
+local function check_required(ctx, node, v, path)
+  for _, key in ipairs(sorted_keys(node.fields)) do
+    local sub = node.fields[key]
+    if sub.required and v[key] == nil then
+      fail(ctx, nil, string.format("experiment has no '%s'", join(path, key)),
+           string.format("add %s = ... (%s)", join(path, key), sub.doc or expected[sub.kind]))
+    end
+    if sub.kind == 'record' then check_required(ctx, sub, v[key], join(path, key)) end
+  end
+end
+
+------------------------------------------------------------------------------------
+-- Overrides: "key=value", dotted keys reaching into tables
+
+local function parse_free(text)
+  if text == 'true' then return true elseif text == 'false' then return false end
+  if tonumber(text) then return tonumber(text) end
+  -- a comma-separated list of numbers, braces optional: 512,256 or {512,256}
+  local body = text:match('^{(.*)}$') or text
+  if body:find(',') then
+    local list = {}
+    for part in (body .. ','):gmatch('([^,]*),') do
+      local n = tonumber(part)
+      if not n then return text end
+      list[#list + 1] = n
+    end
+    return list
+  end
+  return text
+end
+
+-- Reads the text of an override as the schema says the key's value is typed.
+local function parse_typed(ctx, sub, text, path, o)
+  local kind = sub.kind
+  if kind == 'string' then return text end
+  if kind == 'number' or kind == 'integer' then
+    local n = tonumber(text)
+    if not n then
+      error(user_error(string.format("override '%s': '%s' must be %s, got '%s'", o, path, expected[kind], text),
+                       string.format('write %s=<number>', path)), 0)
+    end
+    return n
+  end
+  if kind == 'boolean' then
+    if text == 'true' then return true elseif text == 'false' then return false end
+    error(user_error(string.format("override '%s': '%s' must be true or false, got '%s'", o, path, text),
+                     string.format('write %s=true or %s=false', path, path)), 0)
+  end
+  if kind == 'array' then
+    local v = parse_free(text)
+    if type(v) == 'number' then v = { v } end
+    if type(v) ~= 'table' then
+      error(user_error(string.format("override '%s': '%s' must be a comma-separated list of integers, got '%s'",
+                                     o, path, text), string.format('write %s=3,32,32', path)), 0)
+    end
+    return v
+  end
+  -- a record: only its keys can be overridden
+  local example = sorted_keys(sub.fields)[1]
+  error(user_error(string.format("override '%s': '%s' is a table; override its keys instead", o, path),
+                   string.format('write %s.%s=...', path, example)), 0)
+end
+
+local function apply_override(ctx, exp, o)
+  if type(o) ~= 'string' then
+    error(user_error('an override must be a key=value string, got ' .. show(o)), 0)
+  end
+  local key, text = o:match('^%s*([^=%s]+)%s*=(.*)$')
+  if not key or key:find('^%.') or key:find('%.$') or key:find('%.%.') then
+    error(user_error(string.format("override '%s' is not key=value", o),
+                     'write a setting as key=value, e.g. lr=0.02 or stop.epochs=3'), 0)
+  end
+  local parts = {}
+  for p in key:gmatch('[^.]+') do parts[#parts + 1] = p end
+  local node, target, path = M.schema, exp, ''
+  for i, p in ipairs(parts) do
+    local last = i == #parts
+    local full = join(path, p)
+    if node.kind == 'free' then
+      -- free-form tables (model_args) take any key
+      if last then
+        target[p] = parse_free(text)
+      else
+        if type(target[p]) ~= 'table' then target[p] = {} end
+        target = target[p]
+      end
+    else
+      local sub = node.fields[p]
+      if not sub then unknown_key(ctx, path, p, node, o) end
+      if last then
+        target[p] = parse_typed(ctx, sub, text, full, o)
+        ctx.origin[full] = "override '" .. o .. "'"
+      else
+        if sub.kind ~= 'record' and sub.kind ~= 'free' then
+          error(user_error(string.format("override '%s': '%s' is %s, it has no key '%s'", o, full,
+                                         expected[sub.kind], parts[i + 1]),
+                           string.format('write %s=...', full)), 0)
+        end
+        if type(target[p]) ~= 'table' then target[p] = {} end
+        target = target[p]
+      end
+    end
+    node, path = node.kind == 'free' and node or node.fields[p], full
+  end
+end
+
+------------------------------------------------------------------------------------
+-- The model
+
+local function file_exists(path)
+  local f = io.open(path, 'r')
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function dirname(path) return path:match('^(.*)/[^/]*$') or '.' end
+
+-- The model file for `model`: a name under <root>/models/, or a path (tried as
+-- given, then next to the experiment file, then under the root).
+function M.model_path(model, source)
+  local root = package.tandem_root or '.'
+  if not (model:find('/') or model:match('%.lua$')) then
+    if not model:match('^[%w_%-]+$') then return nil, { root .. '/models/' .. model .. '.lua' } end
+    local p = root .. '/models/' .. model .. '.lua'
+    return file_exists(p) and p or nil, { p }
+  end
+  local tried = { model }
+  if model:sub(1, 1) ~= '/' then
+    if source then tried[#tried + 1] = dirname(source) .. '/' .. model end
+    tried[#tried + 1] = root .. '/' .. model
+  end
+  for _, p in ipairs(tried) do
+    if file_exists(p) then return p, tried end
+  end
+  return nil, tried
+end
+
+-- How a model file is named in messages and layers' `where`: relative to the root
+-- when it lies under it (models/mlp.lua), else as found.
+local function display_path(path)
+  local root = package.tandem_root
+  if root and path:sub(1, #root + 1) == root .. '/' then return path:sub(#root + 2) end
+  return path
+end
+
+-- Loads the model file into a fresh environment (globals readable, not writable
+-- through) and calls its function with args; returns the validated model.
+function M.build_model(ctx, exp, input, classes)
+  local path, tried = M.model_path(exp.model, ctx.source)
+  if not path then
+    fail(ctx, 'model', string.format("model '%s' not found (looked for %s)", exp.model, table.concat(tried, ', ')),
+         "use a model under models/ by name (model = 'mlp', 'lenet'), or a path to a model .lua file")
+  end
+  local shown = display_path(path)
+  local f = assert(io.open(path, 'rb'))
+  local text = f:read('*a')
+  f:close()
+  local chunk, err = loadstring(text, '@' .. shown)
+  if not chunk then
+    local where = tostring(err):match('^(.-:%d+):')
+    error(user_error('syntax error in model ' .. shown .. ': ' .. tostring(err),
+                     'fix the syntax at ' .. (where or shown) ..
+                       '; a missing comma, `end` or closing bracket is often reported on a later line',
+                     where or shown), 0)
+  end
+  setfenv(chunk, setmetatable({}, { __index = _G }))
+  local ctor = chunk()
+  if type(ctor) ~= 'function' then
+    error(user_error(string.format('model file %s returned %s, not a function', shown, show(ctor)),
+                     'end the model file with `return function(args) return nn.model{...} end`', shown), 0)
+  end
+  local args = deep_copy(exp.model_args)
+  for _, k in ipairs({ 'input', 'classes' }) do
+    if args[k] ~= nil then
+      fail(ctx, 'model_args.' .. k, string.format("model_args.%s is set by the data set; remove it", k),
+           'the model gets input and classes from data (data.shape and data.classes for synthetic data)')
+    end
+  end
+  args.input, args.classes = deep_copy(input), classes
+  nn.building = shown
+  local model = ctor(args)
+  nn.building = nil
+  local problem = nn.check_model(model)
+  if problem then
+    error(user_error(string.format('the function in model file %s returned a model that %s', shown, problem),
+                     'return nn.model{name = ..., layers = {...}} built with tandem.nn', shown), 0)
+  end
+  local layers = {}
+  for i, l in ipairs(model.layers) do
+    layers[i] = { type = l.type, args = deep_copy(l.args), where = l.where or (shown .. ':?') }
+  end
+  return { name = model.name, file = shown, input = deep_copy(input), classes = classes, layers = layers }
+end
+
+------------------------------------------------------------------------------------
+-- resolve
+
+local function same_list(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+-- exp: the table an experiment file returned; overrides: a list of "key=value"
+-- strings; source: the experiment file (for the default name, messages, and model
+-- paths relative to it). Returns a new table: every key of the schema filled in,
+-- `model` replaced by the built model {name, file, input, classes, layers}, plus
+-- `source` and `overrides` for the record.
+function M.resolve(exp, overrides, source)
+  source = source or 'experiment'
+  local ctx = { source = source, origin = {} }
+  if type(exp) ~= 'table' then
+    error(user_error(string.format('experiment %s returned %s, not a table', source, show(exp)),
+                     "end the experiment file with `return { model = 'mlp', ... }`", source), 0)
+  end
+  overrides = overrides or {}
+  if type(overrides) ~= 'table' then error(user_error('overrides must be a list of key=value strings'), 0) end
+  exp = deep_copy(exp)
+  check_value(ctx, M.schema, exp, '')  -- the file's own mistakes first, located in the file
+  for _, o in ipairs(overrides) do apply_override(ctx, exp, o) end
+  fill_defaults(M.schema, exp)
+  check_required(ctx, M.schema, exp, '')
+  check_value(ctx, M.schema, exp, '')
+
+  if exp.name == nil then exp.name = source:match('([^/]+)%.lua$') or source:match('([^/]+)$') or 'experiment' end
+  if exp.name == '' then fail(ctx, 'name', "'name' is empty", 'give the run a name, or leave it out') end
+  if exp.nesterov and exp.momentum == 0 then
+    fail(ctx, 'nesterov', 'nesterov = true needs momentum > 0', 'set momentum (e.g. 0.9), or nesterov = false')
+  end
+
+  local data = exp.data
+  local builtin = M.datasets[data.name]
+  if builtin then
+    if not same_list(data.shape, builtin.shape) or data.classes ~= builtin.classes then
+      fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
+           string.format('data.shape and data.classes are fixed for %s (%s, %d classes)', data.name,
+                         table.concat(builtin.shape, 'x'), builtin.classes),
+           "leave them out, or use data.name = 'synthetic'")
+    end
+  end
+
+  exp.model = M.build_model(ctx, exp, data.shape, data.classes)
+  exp.source = source
+  exp.overrides = deep_copy(overrides)
+  return exp
+end
+
+return M

@@ -1,0 +1,300 @@
+-- tandem.nn: the constructors model files use to describe a network as data.
+--
+-- A layer is a plain table {type = 'linear', args = {out = 256, bias = 1},
+-- where = 'models/mlp.lua:12'}: numbers only in args (booleans as 0/1), so the
+-- engine (engine/nn/model.cpp) can build it without calling back into Lua, and
+-- `where` is the model file's line, so any later complaint about the layer points
+-- at the line that wrote it. Input sizes are left out: the engine infers each
+-- layer's input from the one before.
+--
+-- Argument mistakes are raised at the first stack level outside this file (the
+-- model file's line), not here: the user has nothing to fix in nn.lua.
+local nn = {}
+
+-- Layer types the engine builds, with the options each constructor accepts.
+nn.layer_types = { 'linear', 'relu', 'conv2d', 'maxpool2d', 'flatten', 'dropout' }
+
+local this_source = debug.getinfo(1, 'S').source
+-- The tandem Lua library (scripts/tandem/): its frames are never the user's line.
+local library_dir = this_source:match('^(@.*/)[^/]*$')
+
+local function in_library(source)
+  return library_dir ~= nil and source:sub(1, #library_dir) == library_dir
+end
+
+-- The first Lua stack level outside this file, counted from the function that calls
+-- this one (so it can be handed to error()); nil if there is none, or if it lies in
+-- the library: the user's frame is gone when the model file made a tail call
+-- (`return nn.model{...}`), and LuaJIT leaves no trace of it.
+local function user_level()
+  local level = 3  -- 1: user_level, 2: its caller; the user is further up
+  while true do
+    local info = debug.getinfo(level, 'S')
+    if not info then return nil end
+    if info.source ~= this_source and info.what ~= 'C' then
+      if in_library(info.source) then return nil end
+      return level - 1
+    end
+    level = level + 1
+  end
+end
+
+local function shorten(source)
+  local path = source:sub(1, 1) == '@' and source:sub(2) or source
+  local root = package.tandem_root
+  if root and path:sub(1, #root + 1) == root .. '/' then path = path:sub(#root + 2) end
+  return path
+end
+
+-- "file:line" of the user code that called into nn, or nil when unknown.
+local function caller_where()
+  local level = user_level()
+  if not level then return nil end
+  local info = debug.getinfo(level, 'Sl')
+  return shorten(info.source) .. ':' .. tostring(info.currentline or 0)
+end
+
+-- Raises msg at the user's line; when that is unknown, prefixed with `fallback`
+-- (a "file:line" known otherwise, e.g. a neighbouring layer's).
+-- The experiment loader sets nn.building to the model file it is running, the last
+-- resort for locating an error.
+local function fail_near(fallback, fmt, ...)
+  local msg = string.format(fmt, ...)
+  local level = user_level()
+  if level then error(msg, level) end
+  fallback = fallback or nn.building
+  error(fallback and (fallback .. ': ' .. msg) or msg, 0)
+end
+
+local function fail(fmt, ...)
+  fail_near(nil, fmt, ...)
+end
+
+local function show(v)
+  if type(v) == 'string' then return string.format('%q', v) end
+  if type(v) == 'table' or type(v) == 'function' then return 'a ' .. type(v) end
+  return tostring(v)
+end
+
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- Rejects option keys a constructor does not know, naming the closest known one.
+local function check_options(ctor, opts, allowed)
+  if opts == nil then return {} end
+  if type(opts) ~= 'table' then fail('nn.%s: options must be a table, got %s', ctor, show(opts)) end
+  local keys = {}
+  for k in pairs(opts) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local known = false
+    for _, a in ipairs(allowed) do known = known or a == k end
+    if not known then
+      local best, best_d
+      if type(k) == 'string' then
+        for _, a in ipairs(allowed) do
+          local d = distance(k, a)
+          if not best_d or d < best_d then best, best_d = a, d end
+        end
+      end
+      local hint = best and best_d <= 2 and string.format(" (did you mean '%s'?)", best) or ''
+      fail("nn.%s: unknown option '%s'%s; options are %s", ctor, tostring(k), hint, table.concat(allowed, ', '))
+    end
+  end
+  return opts
+end
+
+local function is_int(v) return type(v) == 'number' and v == math.floor(v) and v > -math.huge and v < math.huge end
+
+local function positive_int(ctor, name, v)
+  if not (is_int(v) and v >= 1) then fail("nn.%s: '%s' must be a positive integer, got %s", ctor, name, show(v)) end
+  return v
+end
+
+local function non_negative_int(ctor, name, v)
+  if not (is_int(v) and v >= 0) then fail("nn.%s: '%s' must be a non-negative integer, got %s", ctor, name, show(v)) end
+  return v
+end
+
+local function flag(ctor, name, v, default)
+  if v == nil then v = default end
+  if type(v) ~= 'boolean' then fail("nn.%s: '%s' must be true or false, got %s", ctor, name, show(v)) end
+  return v and 1 or 0
+end
+
+local function no_arguments(ctor, n)
+  if n > 0 then fail('nn.%s takes no arguments', ctor) end
+end
+
+local function layer(type_, args, where)
+  return { type = type_, args = args, where = where or '?' }
+end
+
+-- nn.linear(out [, {in = ..., bias = true}]) or nn.linear{out = ..., in = ..., bias = ...}
+function nn.linear(out, opts)
+  local where = caller_where()
+  if type(out) == 'table' and opts == nil then
+    opts = check_options('linear', out, { 'out', 'in', 'bias' })
+    out = opts.out
+  else
+    opts = check_options('linear', opts, { 'in', 'bias' })
+  end
+  local args = { out = positive_int('linear', 'out', out), bias = flag('linear', 'bias', opts.bias, true) }
+  if opts['in'] ~= nil then args['in'] = positive_int('linear', 'in', opts['in']) end
+  local l = layer('linear', args, where)
+  return l
+end
+
+-- nn.conv2d(out_channels, kernel [, {stride = 1, padding = 0, bias = true, in_channels = ...}])
+-- or nn.conv2d{out_channels = ..., kernel = ..., stride = ..., ...}
+function nn.conv2d(out_channels, kernel, opts)
+  local where = caller_where()
+  local allowed = { 'stride', 'padding', 'bias', 'in_channels' }
+  if type(out_channels) == 'table' and kernel == nil and opts == nil then
+    opts = check_options('conv2d', out_channels, { 'out_channels', 'kernel', 'stride', 'padding', 'bias', 'in_channels' })
+    out_channels, kernel = opts.out_channels, opts.kernel
+  else
+    opts = check_options('conv2d', opts, allowed)
+  end
+  local args = {
+    out_channels = positive_int('conv2d', 'out_channels', out_channels),
+    kernel = positive_int('conv2d', 'kernel', kernel),
+    stride = positive_int('conv2d', 'stride', opts.stride == nil and 1 or opts.stride),
+    padding = non_negative_int('conv2d', 'padding', opts.padding == nil and 0 or opts.padding),
+    bias = flag('conv2d', 'bias', opts.bias, true),
+  }
+  if opts.in_channels ~= nil then args.in_channels = positive_int('conv2d', 'in_channels', opts.in_channels) end
+  local l = layer('conv2d', args, where)
+  return l
+end
+
+-- nn.maxpool2d(kernel [, stride = kernel]) or nn.maxpool2d{kernel = ..., stride = ...}
+function nn.maxpool2d(kernel, stride)
+  local where = caller_where()
+  if type(kernel) == 'table' and stride == nil then
+    local opts = check_options('maxpool2d', kernel, { 'kernel', 'stride' })
+    kernel, stride = opts.kernel, opts.stride
+  end
+  kernel = positive_int('maxpool2d', 'kernel', kernel)
+  local l = layer('maxpool2d', { kernel = kernel, stride = positive_int('maxpool2d', 'stride', stride or kernel) },
+                  where)
+  return l
+end
+
+function nn.relu(...)
+  local where = caller_where()
+  no_arguments('relu', select('#', ...))
+  local l = layer('relu', {}, where)
+  return l
+end
+
+function nn.flatten(...)
+  local where = caller_where()
+  no_arguments('flatten', select('#', ...))
+  local l = layer('flatten', {}, where)
+  return l
+end
+
+-- nn.dropout(p) or nn.dropout{p = ...}: p is the probability of dropping a value.
+function nn.dropout(p)
+  local where = caller_where()
+  if type(p) == 'table' then p = check_options('dropout', p, { 'p' }).p end
+  if not (type(p) == 'number' and p >= 0 and p < 1) then
+    fail("nn.dropout: 'p' must be a number in [0, 1), got %s", show(p))
+  end
+  local l = layer('dropout', { p = p }, where)
+  return l
+end
+
+local known_type = {}
+for _, t in ipairs(nn.layer_types) do known_type[t] = true end
+
+-- nil if l is a well-formed layer table, else what is wrong with it.
+local function layer_problem(l)
+  if type(l) ~= 'table' then return 'is ' .. show(l) .. ', not a layer' end
+  if type(l.type) ~= 'string' then return "has no 'type'" end
+  if not known_type[l.type] then
+    return string.format("has unknown type '%s' (known: %s)", l.type, table.concat(nn.layer_types, ', '))
+  end
+  if type(l.args) ~= 'table' then return "has no 'args' table" end
+  for k, v in pairs(l.args) do
+    if type(k) ~= 'string' then return 'has a non-name argument key ' .. show(k) end
+    if type(v) ~= 'number' or v ~= v or v == math.huge or v == -math.huge then
+      return string.format("has argument '%s' = %s; layer arguments are finite numbers", k, show(v))
+    end
+  end
+  if l.where ~= nil and type(l.where) ~= 'string' then return "has a non-string 'where'" end
+  return nil
+end
+
+-- The `where` of a layer next to position i of list (the one before it, else the
+-- one after), to locate a bad entry when the user's line is unknown.
+local function neighbour_where(list, i, out)
+  local before = out[#out]
+  if before and before.where ~= '?' then return before.where end
+  local after = list[i + 1]
+  if type(after) == 'table' and type(after.where) == 'string' and after.where ~= '?' then return after.where end
+  return nil
+end
+
+-- Appends the layers of `list` to `out`, splicing nested lists (blocks of layers).
+local function flatten_layers(list, out, label, fallback)
+  for i = 1, #list do
+    local l = list[i]
+    local at = label .. tostring(i)
+    local near = neighbour_where(list, i, out) or fallback
+    if type(l) == 'function' then
+      for _, t in ipairs(nn.layer_types) do
+        if l == nn[t] then fail_near(near, 'nn.model: layer %s is the function nn.%s itself: write nn.%s(...)', at, t, t) end
+      end
+      fail_near(near, 'nn.model: layer %s is a function, not a layer', at)
+    elseif type(l) == 'table' and l.type == nil and #l > 0 then
+      flatten_layers(l, out, at .. '.', near)
+    else
+      local problem = layer_problem(l)
+      if problem then fail_near(near, 'nn.model: layer %s %s', at, problem) end
+      out[#out + 1] = l
+    end
+  end
+end
+
+-- nn.model{name = ..., layers = {...}}: what a model file's function returns. Nested
+-- lists inside layers are spliced in order, so blocks can be built by helper functions.
+function nn.model(t)
+  local where = caller_where()
+  if type(t) ~= 'table' then fail('nn.model: expected a table {name = ..., layers = {...}}, got %s', show(t)) end
+  check_options('model', t, { 'name', 'layers' })
+  if t.name ~= nil and type(t.name) ~= 'string' then fail("nn.model: 'name' must be a string, got %s", show(t.name)) end
+  if type(t.layers) ~= 'table' then fail("nn.model: 'layers' must be a list of layers, got %s", show(t.layers)) end
+  local layers = {}
+  flatten_layers(t.layers, layers, '', where)
+  if #layers == 0 then fail("nn.model: 'layers' is empty") end
+  local m = { name = t.name or 'model', layers = layers, where = where or layers[1].where }
+  return m
+end
+
+-- nil if m is a well-formed model (what nn.model returns), else what is wrong with it.
+-- The experiment loader checks every model with this, whoever built it.
+function nn.check_model(m)
+  if type(m) ~= 'table' then return 'is ' .. show(m) .. ', not nn.model{...}' end
+  if type(m.name) ~= 'string' then return "has no 'name' string" end
+  if type(m.layers) ~= 'table' or #m.layers == 0 then return "has no 'layers' list" end
+  for i, l in ipairs(m.layers) do
+    local problem = layer_problem(l)
+    if problem then return string.format('layer %d %s', i, problem) end
+  end
+  return nil
+end
+
+return nn

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The command line fails early and clearly: bad experiments exit non-zero before any
+# training starts, with the message a user needs.
+set -uo pipefail
+tandem=$1 tmp=$2
+rm -rf "$tmp" && mkdir -p "$tmp"
+fails=0
+expect() {  # expect NAME EXPECTED_SUBSTRING COMMAND...
+  local name=$1 want=$2
+  shift 2
+  local out
+  out=$("$@" 2>&1)
+  local rc=$?
+  if [[ $rc -eq 0 ]]; then echo "FAIL $name: exited 0"; fails=$((fails + 1)); return; fi
+  if [[ "$out" != *"$want"* ]]; then echo "FAIL $name: output lacks '$want':"; echo "$out"; fails=$((fails + 1)); return; fi
+  if [[ "$out" == *"iter "* ]]; then echo "FAIL $name: training started"; fails=$((fails + 1)); return; fi
+  echo "ok $name"
+}
+printf 'return {\n  model = "mlp",\n  global_bach = 64,\n}\n' > "$tmp/typo.lua"
+printf 'return {\n  model = "mlp",\n  global_batch = 64 +,\n}\n' > "$tmp/syntax.lua"
+printf 'local x = nil\nreturn { model = "mlp", global_batch = x.y }\n' > "$tmp/runtime.lua"
+expect unknown_key "global_bach" "$tandem" run "$tmp/typo.lua" --out "$tmp/r1"
+expect syntax_error "syntax.lua:3" "$tandem" run "$tmp/syntax.lua" --out "$tmp/r2"
+expect runtime_error "runtime.lua:2" "$tandem" run "$tmp/runtime.lua" --out "$tmp/r3"
+expect runtime_traceback "traceback" "$tandem" run "$tmp/runtime.lua" --out "$tmp/r3"
+expect missing_file "no-such-experiment.lua" "$tandem" run "$tmp/no-such-experiment.lua"
+expect unknown_override "bogus_key" "$tandem" run scripts/experiments/quickstart.lua bogus_key=3 --out "$tmp/r4"
+expect bad_data_dir "dataset-fashion-mnist" "$tandem" run scripts/experiments/quickstart.lua data.dir=$tmp/nowhere --out "$tmp/r5"
+expect unknown_command "unknown command" "$tandem" frobnicate
+[[ $fails -eq 0 ]] && echo "all CLI error checks passed" || exit 1

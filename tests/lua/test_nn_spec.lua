@@ -1,0 +1,134 @@
+-- tandem.nn: the layer tables the constructors build, and errors that point at the
+-- line of the model code that made the mistake (here: this file).
+local T = require 'tandem.testing'
+local nn = require 'tandem.nn'
+
+local this_file = debug.getinfo(1, 'S').source:sub(2)
+local function line() return debug.getinfo(2, 'l').currentline end
+-- "file:line" as nn records it (relative to the tandem root when under it).
+local function here(n)
+  local path = this_file
+  local root = package.tandem_root
+  if root and path:sub(1, #root + 1) == root .. '/' then path = path:sub(#root + 2) end
+  return path .. ':' .. n
+end
+
+T.test('linear: positional and table forms, bias as 0/1', function()
+  local l, n = nn.linear(256), line()
+  T.eq(l, { type = 'linear', args = { out = 256, bias = 1 }, where = here(n) })
+  T.eq(nn.linear(10, { bias = false }).args, { out = 10, bias = 0 })
+  T.eq(nn.linear(10, { ['in'] = 784 }).args, { out = 10, ['in'] = 784, bias = 1 })
+  T.eq(nn.linear { out = 5, bias = true }.args, { out = 5, bias = 1 })
+end)
+
+T.test('conv2d: defaults stride 1, padding 0, bias', function()
+  T.eq(nn.conv2d(6, 5).args, { out_channels = 6, kernel = 5, stride = 1, padding = 0, bias = 1 })
+  T.eq(nn.conv2d(6, 5, { padding = 2, stride = 2, bias = false }).args,
+       { out_channels = 6, kernel = 5, stride = 2, padding = 2, bias = 0 })
+  T.eq(nn.conv2d { out_channels = 16, kernel = 3, in_channels = 6 }.args,
+       { out_channels = 16, kernel = 3, stride = 1, padding = 0, bias = 1, in_channels = 6 })
+end)
+
+T.test('maxpool2d: stride defaults to the kernel', function()
+  T.eq(nn.maxpool2d(2).args, { kernel = 2, stride = 2 })
+  T.eq(nn.maxpool2d(3, 1).args, { kernel = 3, stride = 1 })
+  T.eq(nn.maxpool2d { kernel = 2 }.args, { kernel = 2, stride = 2 })
+end)
+
+T.test('relu, flatten, dropout', function()
+  local r, n = nn.relu(), line()
+  T.eq(r, { type = 'relu', args = {}, where = here(n) })
+  T.eq(nn.flatten().type, 'flatten')
+  T.eq(nn.dropout(0.5).args, { p = 0.5 })
+  T.eq(nn.dropout { p = 0 }.args, { p = 0 })
+end)
+
+T.test('argument errors point at the calling line', function()
+  local n
+  local err = T.raises(function() n = line(); nn.linear('ten') end, "'out' must be a positive integer")
+  T.ok(err:find(here(n), 1, true), 'error names this line: ' .. err)
+  err = T.raises(function() n = line(); nn.conv2d(6, 5, { padding = -1 }) end, "'padding' must be a non-negative")
+  T.ok(err:find(here(n), 1, true), 'error names this line: ' .. err)
+  err = T.raises(function() n = line(); nn.dropout(1) end, "'p' must be a number in [0, 1)")
+  T.ok(err:find(here(n), 1, true), 'error names this line: ' .. err)
+  err = T.raises(function() n = line(); nn.maxpool2d(0) end, "'kernel' must be a positive integer")
+  T.ok(err:find(here(n), 1, true), 'error names this line: ' .. err)
+  T.raises(function() nn.linear(2.5) end, 'positive integer')
+  T.raises(function() nn.linear(10, { bias = 'yes' }) end, "'bias' must be true or false")
+  T.raises(function() nn.relu(3) end, 'nn.relu takes no arguments')
+end)
+
+T.test('unknown options are named, with the nearest known one', function()
+  local n
+  local err = T.raises(function() n = line(); nn.linear(10, { bais = false }) end,
+                       "nn.linear: unknown option 'bais' (did you mean 'bias'?)")
+  T.ok(err:find(here(n), 1, true), 'error names this line: ' .. err)
+  T.raises(function() nn.conv2d(6, 5, { strides = 2 }) end, "(did you mean 'stride'?)")
+  T.raises(function() nn.model { name = 'm', layer = {} } end, "unknown option 'layer' (did you mean 'layers'?)")
+end)
+
+T.test('model: flattens nested blocks and records where', function()
+  local block = { nn.linear(32), nn.relu() }
+  local m, n = nn.model { name = 'net', layers = { nn.flatten(), block, { nn.linear(10) } } }, line()
+  T.eq(m.name, 'net')
+  T.eq(m.where, here(n))
+  T.eq(#m.layers, 4)
+  T.eq(m.layers[2].type, 'linear')
+  T.eq(m.layers[3].type, 'relu')
+  T.eq(m.layers[4].args.out, 10)
+  T.eq(nn.check_model(m), nil)
+  T.eq(nn.model { layers = { nn.relu() } }.name, 'model')
+end)
+
+T.test('model: a constructor without () is caught', function()
+  local n
+  local err = T.raises(function()
+    n = line(); nn.model { layers = { nn.flatten(), nn.relu, nn.linear(10) } }
+  end, 'layer 2 is the function nn.relu itself: write nn.relu(...)')
+  T.ok(err:find(here(n), 1, true), 'error names this line: ' .. err)
+end)
+
+T.test('model: malformed layers and empty lists are rejected', function()
+  T.raises(function() nn.model { layers = {} } end, "'layers' is empty")
+  T.raises(function() nn.model { layers = { { type = 'softmax', args = {} } } } end, "unknown type 'softmax'")
+  T.raises(function() nn.model { layers = { { type = 'linear', args = { out = 'x' } } } } end,
+           "layer arguments are finite numbers")
+  T.raises(function() nn.model 'mlp' end, 'expected a table')
+  T.ok(nn.check_model({ name = 'x', layers = { 5 } }):find('layer 1 is 5', 1, true))
+  T.ok(nn.check_model(nil) ~= nil)
+end)
+
+T.test('the bundled models build the documented layers', function()
+  local mlp = dofile(package.tandem_root .. '/models/mlp.lua')({ input = { 1, 28, 28 }, classes = 10 })
+  local types = {}
+  for i, l in ipairs(mlp.layers) do types[i] = l.type end
+  T.eq(types, { 'flatten', 'linear', 'relu', 'linear', 'relu', 'linear' })
+  T.eq(mlp.layers[2].args.out, 256)
+  T.eq(mlp.layers[6].args.out, 10)
+  local drop = dofile(package.tandem_root .. '/models/mlp.lua')({ classes = 3, hidden = { 8 }, dropout = 0.25 })
+  types = {}
+  for i, l in ipairs(drop.layers) do types[i] = l.type end
+  T.eq(types, { 'flatten', 'linear', 'relu', 'dropout', 'linear' })
+
+  local lenet = dofile(package.tandem_root .. '/models/lenet.lua')({ input = { 1, 28, 28 }, classes = 10 })
+  types = {}
+  for i, l in ipairs(lenet.layers) do types[i] = l.type end
+  T.eq(types, { 'conv2d', 'relu', 'maxpool2d', 'conv2d', 'relu', 'maxpool2d', 'flatten', 'linear', 'relu', 'linear',
+                'relu', 'linear' })
+  T.eq(lenet.layers[1].args.padding, 2)
+  T.eq(lenet.layers[4].args.padding, 0)
+  T.eq(lenet.layers[12].args.out, 10)
+end)
+
+T.test('the testing helpers themselves', function()
+  T.eq({ a = { 1, 2 } }, { a = { 1, 2 } })
+  T.raises(function() T.eq({ a = { 1, 2 } }, { a = { 1, 3 } }) end, 'at a.2')
+  T.near(0.1 + 0.2, 0.3, 1e-12)
+  T.near({ 1, 2 }, { 1, 2.0000001 }, 1e-6)
+  T.raises(function() T.near(1, 2, 0.5) end, 'within 0.5')
+  T.raises(function() T.raises(function() end) end, 'none was raised')
+  T.raises(function() T.raises(function() error('abc') end, 'xyz') end, "does not contain 'xyz'")
+  T.eq(T.raises(function() error({ message = 'structured' }) end, 'structured'), 'structured')
+end)
+
+return T

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, results under bench-results/ (not committed).
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+mkdir -p bench-results
+/usr/bin/python3 tools/bench/mlp_vs_torch.py "$build" --out bench-results/mlp_vs_torch.json

@@ -14,6 +14,7 @@
 #include "engine/nn/lr_schedule.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
+#include "engine/train/batch_loader.hpp"
 #include "engine/train/evaluate.hpp"
 #include "engine/train/run_dir.hpp"
 #include "engine/train/step.hpp"
@@ -62,11 +63,6 @@ RunSummary train(const ExperimentConfig& cfg) {
   const Stopwatch wall;
   InterruptGuard interrupt_guard;
   RunSummary summary;
-  summary.run_dir = make_run_dir(cfg.out_dir, cfg.name);
-  log::add_file(summary.run_dir + "/log.txt");
-  write_text_file(summary.run_dir + "/config.json", cfg.resolved_json.empty() ? "{}\n" : cfg.resolved_json + "\n");
-  spdlog::info("run directory {}", summary.run_dir);
-
   cpu::set_blas_threads(cfg.blas_threads);
   Device& dev = cpu_device();
 
@@ -88,17 +84,20 @@ RunSummary train(const ExperimentConfig& cfg) {
   LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, per_epoch, total);
   TrainStep step(model, sgd);
   summary.parameters = static_cast<int64_t>(model.param_count());
+  // The run directory is made only once data and model have loaded, so a mistake
+  // there leaves no empty run behind.
+  summary.run_dir = make_run_dir(cfg.out_dir, cfg.name);
+  log::add_file(summary.run_dir + "/log.txt");
+  write_text_file(summary.run_dir + "/config.json", cfg.resolved_json.empty() ? "{}\n" : cfg.resolved_json + "\n");
+  spdlog::info("run directory {}", summary.run_dir);
+
   spdlog::info("{}", model.summary());
   spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch, {} iterations",
                train_set->name(), train_set->size(), test_set->size(), cfg.global_batch, per_epoch, total);
 
   TraceWriter trace(summary.run_dir + "/trace.jsonl");
   const int64_t B = cfg.global_batch;
-  Shape batch_shape{B};
-  batch_shape.insert(batch_shape.end(), cfg.model.input.begin(), cfg.model.input.end());
-  Tensor x(dev, batch_shape);
-  std::vector<int32_t> labels(static_cast<size_t>(B));
-  std::vector<int64_t> indices;
+  BatchLoader loader(*train_set, sampler, dev);
   StepContext ctx;
 
   double train_ms = 0.0, window_loss = 0.0, window_ms = 0.0;
@@ -107,8 +106,7 @@ RunSummary train(const ExperimentConfig& cfg) {
   int64_t t = 0;
   for (; t < total; ++t) {
     const Stopwatch step_clock;
-    sampler.global_batch(t, indices);
-    train_set->gather(indices.data(), B, x.data(), labels.data());
+    const Tensor& x = loader.load(t, 0, B);
     const double data_ms = step_clock.elapsed_ms();
 
     ctx.training = true;
@@ -116,7 +114,7 @@ RunSummary train(const ExperimentConfig& cfg) {
     ctx.first_sample = 0;
     const double lr = schedule.at(t);
     StepTimes times;
-    const LossResult lr_res = step.run(x, labels.data(), B, lr, ctx, &times);
+    const LossResult lr_res = step.run(x, loader.labels(), B, lr, ctx, &times);
     const double step_ms = step_clock.elapsed_ms();
     train_ms += step_ms;
     window_ms += step_ms;

@@ -113,19 +113,7 @@ local expected = {
 ------------------------------------------------------------------------------------
 -- "did you mean"
 
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
+local distance = require('tandem.text').distance
 
 local function join(path, key) return path == '' and key or path .. '.' .. key end
 

@@ -76,19 +76,7 @@ local function show(v)
   return tostring(v)
 end
 
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
+local distance = require('tandem.text').distance
 
 -- Rejects option keys a constructor does not know, naming the closest known one.
 local function check_options(ctor, opts, allowed)

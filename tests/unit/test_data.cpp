@@ -20,39 +20,15 @@
 #include "engine/data/fashion_mnist.hpp"
 #include "engine/data/idx_reader.hpp"
 #include "engine/data/synthetic.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace tandem;
+using namespace tandem::testing;
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kDir = "/usr/share/datasets/fashion-mnist";
-
-// The message of the tandem::Error that f throws; fails the test if none is thrown.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  BOOST_FAIL("expected a tandem::Error");
-  return {};
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// A scratch folder removed when the test ends.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("tandem-test-data-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 uint8_t be_byte(uint32_t v, int i) { return static_cast<uint8_t>(v >> (24 - 8 * i)); }
 
@@ -181,7 +157,7 @@ BOOST_AUTO_TEST_CASE(missing_dir_names_path_and_package) {
 }
 
 BOOST_AUTO_TEST_CASE(truncated_gzip_is_reported) {
-  TempDir tmp;
+  TempDir tmp("data");
   std::vector<char> gz = read_raw(kDir + "/t10k-labels-idx1-ubyte.gz");
   BOOST_REQUIRE(gz.size() > 1000);
   gz.resize(gz.size() / 2);
@@ -193,7 +169,7 @@ BOOST_AUTO_TEST_CASE(truncated_gzip_is_reported) {
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_gzip_is_reported) {
-  TempDir tmp;
+  TempDir tmp("data");
   std::vector<char> gz = read_raw(kDir + "/t10k-labels-idx1-ubyte.gz");
   for (size_t i = gz.size() / 2; i < gz.size() / 2 + 64; ++i) gz[i] = static_cast<char>(gz[i] ^ 0x5a);
   const std::string path = tmp.file("labels-corrupt.gz");
@@ -204,7 +180,7 @@ BOOST_AUTO_TEST_CASE(corrupt_gzip_is_reported) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_idx_contents_are_reported) {
-  TempDir tmp;
+  TempDir tmp("data");
   // Wrong magic: a labels file where images are expected.
   const std::string magic_path = tmp.file("wrong-magic.gz");
   write_idx_gz(magic_path, 2049, {4}, {1, 2, 3, 4});
@@ -242,7 +218,7 @@ BOOST_AUTO_TEST_CASE(bad_idx_contents_are_reported) {
 }
 
 BOOST_AUTO_TEST_CASE(inconsistent_pair_is_reported) {
-  TempDir tmp;
+  TempDir tmp("data");
   const std::vector<uint8_t> two_images(2 * 28 * 28, 7);
   write_idx_gz(tmp.file("train-images-idx3-ubyte.gz"), 2051, {2, 28, 28}, two_images);
 

@@ -18,8 +18,10 @@
 #include "engine/core/error.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_state.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace tandem;
+using namespace tandem::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -27,34 +29,7 @@ namespace {
 const std::string kRoot = TANDEM_SOURCE_DIR;
 const std::string kQuickstart = kRoot + "/scripts/experiments/quickstart.lua";
 
-// A temporary folder for experiment and model files, removed afterwards.
-struct TempDir {
-  fs::path dir = fs::temp_directory_path() / ("tandem_test_experiment_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(dir); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = dir / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-};
 
-// The message of the tandem::Error fn throws ("" if it throws none).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-#define CHECK_CONTAINS(msg, part) BOOST_TEST(contains(msg, part), "message lacks '" << (part) << "':\n" << (msg))
 
 }  // namespace
 
@@ -150,7 +125,7 @@ BOOST_AUTO_TEST_CASE(overrides_apply) {
 }
 
 BOOST_AUTO_TEST_CASE(synthetic_data_sets_the_model_input) {
-  TempDir tmp;
+  TempDir tmp("experiment");
   const std::string path = tmp.write("synth.lua", R"(return {
   model = 'mlp', model_args = { hidden = { 16 } },
   data = { name = 'synthetic', shape = { 3, 8, 8 }, classes = 5, train_size = 100, test_size = 20 },
@@ -169,7 +144,7 @@ BOOST_AUTO_TEST_CASE(synthetic_data_sets_the_model_input) {
 }
 
 BOOST_AUTO_TEST_CASE(model_given_as_a_path_next_to_the_experiment) {
-  TempDir tmp;
+  TempDir tmp("experiment");
   tmp.write("tiny.lua", R"(local nn = require 'tandem.nn'
 return function(args)
   return nn.model{ name = 'tiny', layers = { nn.flatten(), nn.linear(args.classes) } }
@@ -183,7 +158,7 @@ end
 }
 
 BOOST_AUTO_TEST_CASE(unknown_key_in_file_is_named_with_a_suggestion) {
-  TempDir tmp;
+  TempDir tmp("experiment");
   const std::string path = tmp.write("typo.lua", "return {\n  model = 'mlp',\n  global_bach = 64,\n}\n");
   const std::string msg = error_of([&] { load_experiment(path, {}); });
   CHECK_CONTAINS(msg, "unknown key 'global_bach' in experiment (did you mean 'global_batch'?)");
@@ -218,7 +193,7 @@ BOOST_AUTO_TEST_CASE(unknown_or_bad_override_is_an_error) {
 }
 
 BOOST_AUTO_TEST_CASE(types_and_ranges_are_checked) {
-  TempDir tmp;
+  TempDir tmp("experiment");
   auto msg_for = [&](const std::string& body) {
     const std::string path = tmp.write("bad.lua", "return { model = 'mlp', " + body + " }\n");
     return error_of([&] { load_experiment(path, {}); });
@@ -246,7 +221,7 @@ BOOST_AUTO_TEST_CASE(types_and_ranges_are_checked) {
 }
 
 BOOST_AUTO_TEST_CASE(lua_syntax_error_names_file_and_line) {
-  TempDir tmp;
+  TempDir tmp("experiment");
   const std::string path = tmp.write("syntax.lua", "return {\n  model = 'mlp',\n  global_batch = 64 +,\n}\n");
   const std::string msg = error_of([&] { load_experiment(path, {}); });
   CHECK_CONTAINS(msg, "syntax error in experiment");
@@ -260,7 +235,7 @@ BOOST_AUTO_TEST_CASE(lua_syntax_error_names_file_and_line) {
 }
 
 BOOST_AUTO_TEST_CASE(runtime_errors_carry_file_line_and_traceback) {
-  TempDir tmp;
+  TempDir tmp("experiment");
   const std::string path = tmp.write("runtime.lua", "local x = nil\nreturn { model = 'mlp', global_batch = x.y }\n");
   std::string msg = error_of([&] { load_experiment(path, {}); });
   CHECK_CONTAINS(msg, "running experiment");

@@ -15,6 +15,7 @@
 
 #include "engine/data/datasets.hpp"
 #include "engine/data/sampler.hpp"
+#include "engine/train/batch_loader.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -51,9 +52,7 @@ BOOST_AUTO_TEST_CASE(first_steps_match_recorded_losses) {
   opt.weight_decay = 1e-3;
   Sgd sgd(cpu_device(), model.param_count(), opt);
   TrainStep step(model, sgd);
-  Tensor x(cpu_device(), {B, 1, 28, 28});
-  std::vector<int32_t> labels(B);
-  std::vector<int64_t> indices;
+  BatchLoader loader(*train, sampler, cpu_device());
   std::vector<double> got;
   // TANDEM_GOLDEN_DUMP=DIR writes the initial parameters and each step's sample
   // indices, so tools/golden/check_against_torch.py can replay the run in PyTorch.
@@ -69,13 +68,13 @@ BOOST_AUTO_TEST_CASE(first_steps_match_recorded_losses) {
     BOOST_REQUIRE(dump_indices);
   }
   for (int64_t t = 0; t < static_cast<int64_t>(expected.size()); ++t) {
-    sampler.global_batch(t, indices);
-    train->gather(indices.data(), B, x.data(), labels.data());
+    const Tensor& x = loader.load(t, 0, B);
     if (dump_indices)
-      for (int64_t i = 0; i < B; ++i) std::fprintf(dump_indices, "%lld%c", static_cast<long long>(indices[i]), i + 1 < B ? ' ' : '\n');
+      for (int64_t i = 0; i < B; ++i)
+        std::fprintf(dump_indices, "%lld%c", static_cast<long long>(loader.indices()[i]), i + 1 < B ? ' ' : '\n');
     StepContext ctx;
     ctx.seed = mix_seed(1234, static_cast<uint64_t>(t));
-    got.push_back(step.run(x, labels.data(), B, opt.lr, ctx).loss_sum / B);
+    got.push_back(step.run(x, loader.labels(), B, opt.lr, ctx).loss_sum / B);
   }
   if (dump_indices) std::fclose(dump_indices);
   for (size_t i = 0; i < got.size(); ++i) std::printf("%s%.6f", i ? ", " : "", got[i]);

@@ -10,23 +10,13 @@
 
 #include "engine/core/error.hpp"
 #include "engine/data/sampler.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace tandem;
+using namespace tandem::testing;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  BOOST_FAIL("expected a tandem::Error");
-  return {};
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

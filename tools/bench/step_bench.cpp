@@ -18,6 +18,7 @@
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/script/experiment_loader.hpp"
+#include "engine/train/batch_loader.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -67,18 +68,13 @@ int main(int argc, char** argv) {
     Model model(dev, cfg.model, cfg.seed);
     Sgd sgd(dev, model.param_count(), cfg.optimizer);
     TrainStep step(model, sgd);
-    Shape shape{batch};
-    shape.insert(shape.end(), cfg.model.input.begin(), cfg.model.input.end());
-    Tensor x(dev, shape);
-    std::vector<int32_t> labels(static_cast<size_t>(batch));
-    std::vector<int64_t> indices;
+    BatchLoader loader(*data, sampler, dev);
     StepContext ctx;
     double timed_ms = 0.0, loss = 0.0;
     for (int64_t t = 0; t < warmup + steps; ++t) {
       const Stopwatch sw;
-      sampler.global_batch(t, indices);
-      data->gather(indices.data(), batch, x.data(), labels.data());
-      loss = step.run(x, labels.data(), batch, cfg.optimizer.lr, ctx).loss_sum / static_cast<double>(batch);
+      const Tensor& x = loader.load(t, 0, batch);
+      loss = step.run(x, loader.labels(), batch, cfg.optimizer.lr, ctx).loss_sum / static_cast<double>(batch);
       if (t >= warmup) timed_ms += sw.elapsed_ms();
     }
     const double samples_per_s = static_cast<double>(steps * batch) / (timed_ms / 1000.0);

@@ -1,5 +1,5 @@
 // The tandem command line.
-//   tandem run EXPERIMENT.lua [key=value ...] [--out DIR] [--log-level LEVEL]
+//   tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL]
 //   tandem test FILE.lua          run a Lua test file (tests/lua)
 //   tandem version
 // Errors print what failed, where, and what to do, and exit non-zero; nothing is
@@ -11,6 +11,8 @@
 
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
+#include "engine/dist/comm.hpp"
+#include "engine/dist/launcher.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/train/trainer.hpp"
@@ -20,29 +22,36 @@ namespace {
 const char* kUsage = R"(tandem: data-parallel training for clusters whose workers run at different speeds
 
 usage:
-  tandem run EXPERIMENT.lua [key=value ...] [--out DIR] [--log-level LEVEL]
+  tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL]
       Train as the experiment says. key=value overrides a setting without editing
       the file (dotted keys reach into tables: stop.epochs=3 schedule.kind=cosine).
-      The run directory (default runs/<name>-<timestamp>) gets config.json, log.txt,
-      trace.jsonl and summary.json.
+      With workers = N > 1 (or --workers N) tandem starts N local ranks through
+      mpirun; under your own `mpirun -np N [--hostfile H] tandem run ...` it runs
+      as those ranks. The run directory (default runs/<name>-<timestamp>) gets
+      config.json, log.txt, trace.jsonl, trace.perfetto.json and summary.json.
   tandem test FILE.lua
       Run a Lua test file.
   tandem version
 )";
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "tandem: %s\n\n%s", msg.c_str(), kUsage);
   return 2;
 }
 
-int cmd_run(const std::vector<std::string>& args) {
-  std::string experiment, out_dir, level;
+int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
+  std::string experiment, out_dir, level, workers;
   std::vector<std::string> overrides;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--out" || a == "--log-level") {
+    if (a == "--out" || a == "--log-level" || a == "--workers") {
       if (i + 1 >= args.size()) return usage_error(a + " needs a value");
-      (a == "--out" ? out_dir : level) = args[++i];
+      (a == "--out" ? out_dir : a == "--workers" ? workers : level) = args[++i];
     } else if (a.rfind("--", 0) == 0) {
       return usage_error("unknown option '" + a + "'");
     } else if (a.find('=') != std::string::npos) {
@@ -56,10 +65,28 @@ int cmd_run(const std::vector<std::string>& args) {
   if (experiment.empty()) return usage_error("run needs an experiment file");
   if (!out_dir.empty()) overrides.push_back("out_dir=" + out_dir);
   if (!level.empty()) overrides.push_back("log_level=" + level);
+  if (!workers.empty()) overrides.push_back("workers=" + workers);
 
+  if (!tandem::launched_by_mpi()) {
+    // Loaded here first so a broken experiment fails once, before any rank starts.
+    const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+    if (cfg.workers > 1) tandem::launch_local_ranks(cfg.workers, std::vector<std::string>{"run"} + args);
+  }
+  auto comm = tandem::make_world_comm(argc, argv);
+  tandem::log::init(comm->rank(), "info");
   tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
   tandem::log::set_level(cfg.log_level);
-  tandem::train(cfg);
+  if (cfg.workers != comm->size() && comm->rank() == 0 && tandem::launched_by_mpi())
+    spdlog::warn("the experiment asks for {} worker(s) but mpirun started {}: training with {}", cfg.workers,
+                 comm->size(), comm->size());
+  try {
+    tandem::train(cfg, *comm);
+  } catch (const std::exception& e) {
+    // One rank's failure ends the whole job at once instead of leaving the others
+    // waiting for it until their deadline.
+    if (comm->size() > 1) comm->abort(e.what());
+    throw;
+  }
   return 0;
 }
 
@@ -75,7 +102,7 @@ int main(int argc, char** argv) {
     }
     const std::string cmd = args[0];
     args.erase(args.begin());
-    if (cmd == "run") return cmd_run(args);
+    if (cmd == "run") return cmd_run(args, &argc, &argv);
     if (cmd == "test") {
       if (args.size() != 1) return usage_error("test needs exactly one Lua file");
       return tandem::run_lua_test_file(args[0]);

@@ -1,5 +1,6 @@
 #include "engine/script/experiment_loader.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -118,6 +119,62 @@ ModelSpec to_model(const json& m) {
   return spec;
 }
 
+template <typename T>
+std::vector<T> get_list(const json& j, const char* key) {
+  std::vector<T> out;
+  if (j.contains(key) && j.at(key).is_array())
+    for (const auto& v : j.at(key)) out.push_back(v.get<T>());
+  return out;
+}
+
+// Emulation: the shorthands (speeds, comm_delay_ms lists) fold into one entry per
+// worker, which is what the emulator reads.
+EmulationConfig to_emulation(const json& e) {
+  EmulationConfig c;
+  c.enabled = get<bool>(e, "enabled", "emulation.");
+  c.reference = get<double>(e, "reference", "emulation.");
+  if (e.contains("workers") && e.at("workers").is_array()) {
+    for (const auto& w : e.at("workers")) {
+      WorkerEmulation we;
+      if (auto speed = get_optional<double>(w, "speed")) we.speed = *speed;
+      if (auto delay = get_optional<double>(w, "comm_delay_ms")) we.comm_delay_ms = *delay;
+      if (w.contains("profile")) {
+        DeviceProfile p{get_list<double>(w.at("profile"), "batch"), get_list<double>(w.at("profile"), "ms")};
+        if (!p.batch.empty() || !p.ms.empty()) we.profile = p;
+      }
+      c.workers.push_back(we);
+    }
+  }
+  const auto speeds = get_list<double>(e, "speeds");
+  const auto delays = get_list<double>(e, "comm_delay_ms");
+  if (c.workers.size() < std::max(speeds.size(), delays.size())) c.workers.resize(std::max(speeds.size(), delays.size()));
+  for (size_t i = 0; i < speeds.size(); ++i) c.workers[i].speed = speeds[i];
+  for (size_t i = 0; i < delays.size(); ++i) c.workers[i].comm_delay_ms = delays[i];
+  if (e.contains("events") && e.at("events").is_array()) {
+    for (const auto& ev : e.at("events")) {
+      SlowdownEvent s;
+      s.worker = get<int>(ev, "worker", "emulation.events[].");
+      s.speed = get<double>(ev, "speed", "emulation.events[].");
+      s.from = get<int64_t>(ev, "from", "emulation.events[].");
+      s.to = get_optional<int64_t>(ev, "to").value_or(0);
+      c.events.push_back(s);
+    }
+  }
+  const json& r = field(e, "random", "emulation.");
+  c.random.probability = get<double>(r, "probability", "emulation.random.");
+  c.random.seed = get<uint64_t>(r, "seed", "emulation.random.");
+  if (const auto d = get_list<int64_t>(r, "duration"); d.size() == 2) {
+    c.random.min_duration = d[0];
+    c.random.max_duration = d[1];
+  }
+  if (const auto sp = get_list<double>(r, "speed"); sp.size() == 2) {
+    c.random.min_speed = sp[0];
+    c.random.max_speed = sp[1];
+  }
+  c.speed_trace = get_optional<std::string>(e, "speed_trace").value_or("");
+  return c;
+}
+
 ExperimentConfig to_config(json& j) {
   ExperimentConfig c;
   c.name = get<std::string>(j, "name");
@@ -162,6 +219,14 @@ ExperimentConfig to_config(json& j) {
   c.blas_threads = get<int>(j, "blas_threads");
   c.log_level = get<std::string>(j, "log_level");
   c.out_dir = get<std::string>(j, "out_dir");
+  c.save_params = get<bool>(j, "save_params");
+
+  c.workers = get<int>(j, "workers");
+  c.collective_timeout_s = get<double>(j, "collective_timeout_s");
+  const json& plan = field(j, "plan", "");
+  c.plan.kind = get<std::string>(plan, "kind", "plan.");
+  c.plan.batches = get_list<int64_t>(plan, "batches");
+  c.emulation = to_emulation(field(j, "emulation", ""));
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/nn/spec.hpp"
 
@@ -44,6 +45,56 @@ struct StopConfig {
   std::optional<double> max_seconds;      // wall-clock bound
 };
 
+// Emulated heterogeneity: makes a homogeneous machine behave like a cluster of
+// workers with different, possibly changing, speeds (engine/train/emulator.hpp).
+// Ranks are numbered from 0 everywhere, as in the logs ("[r3]").
+struct DeviceProfile {
+  // Compute ms of one step at each measured local batch; interpolated linearly
+  // between points and extrapolated from the last two beyond them.
+  std::vector<double> batch, ms;
+};
+
+struct WorkerEmulation {
+  double speed = 1.0;                   // fraction of the reference device's speed
+  std::optional<DeviceProfile> profile;  // replaces the speed factor when set
+  double comm_delay_ms = 0.0;           // added to every collective this worker joins
+};
+
+struct SlowdownEvent {
+  int worker = 0;
+  double speed = 1.0;  // multiplies the worker's speed while active
+  int64_t from = 0;    // first iteration (inclusive)
+  int64_t to = 0;      // last iteration (exclusive)
+};
+
+struct RandomSlowdowns {
+  double probability = 0.0;                // per worker and iteration, that a slowdown starts
+  int64_t min_duration = 1, max_duration = 1;  // iterations
+  double min_speed = 0.5, max_speed = 0.5;     // speed multiplier drawn uniformly in the range
+  uint64_t seed = 1;
+};
+
+struct EmulationConfig {
+  bool enabled = false;
+  // The speed-1.0 device runs at this fraction of one core: every worker's compute
+  // is stretched by 1/reference as well, so several emulated workers fit in the
+  // cores together (0.5 = "half a core").
+  double reference = 1.0;
+  std::vector<WorkerEmulation> workers;  // one per rank; missing ranks run at speed 1
+  std::vector<SlowdownEvent> events;
+  RandomSlowdowns random;
+  std::string speed_trace;  // file: one line per iteration, one speed multiplier per worker
+};
+
+// How the global batch is split across workers, until a policy (a later issue)
+// changes it every iteration.
+struct PlanConfig {
+  // equal | proportional (to emulated speeds) | fixed | random (a new uneven split
+  // every iteration: for testing that any split trains the same)
+  std::string kind = "equal";
+  std::vector<int64_t> batches;  // fixed: one local batch per rank, summing to global_batch
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   std::string source;  // the experiment file
@@ -57,9 +108,14 @@ struct ExperimentConfig {
   int64_t log_every = 100;    // iterations between progress lines
   int64_t eval_batch = 1000;  // batch used for test evaluation
   uint64_t seed = 1;
+  int workers = 1;  // ranks; more than one launches through mpirun
+  PlanConfig plan;
+  EmulationConfig emulation;
+  double collective_timeout_s = 300.0;  // a collective not done by then aborts the run, naming the missing ranks
   int blas_threads = 1;
   std::string log_level = "info";
   std::string out_dir;         // empty: runs/<name>-<timestamp>
+  bool save_params = false;    // write the final parameters to <run dir>/params.f32
   std::string resolved_json;   // the whole resolved config, written to the run directory
 };
 

@@ -8,7 +8,7 @@
 
 namespace tandem {
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch) {
+EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_t begin, int64_t end) {
   Shape shape{batch};
   shape.insert(shape.end(), data.sample_shape().begin(), data.sample_shape().end());
   Tensor x(model.device(), shape);
@@ -17,21 +17,20 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch) {
   SoftmaxCrossEntropy loss;
   StepContext ctx;
   ctx.training = false;
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  for (int64_t start = 0; start < data.size(); start += batch) {
-    const int64_t n = std::min(batch, data.size() - start);
+  EvalSums sums;
+  for (int64_t start = begin; start < end; start += batch) {
+    const int64_t n = std::min(batch, end - start);
     std::iota(indices.begin(), indices.begin() + n, start);
     shape[0] = n;
     // A view of the first n rows: the last batch may be shorter.
     Tensor xn = Tensor::view_of(model.device(), x.data(), shape);
     data.gather(indices.data(), n, xn.data(), labels.data());
     const LossResult r = loss.forward(model.forward(xn, ctx), labels.data(), false);
-    loss_sum += r.loss_sum;
-    correct += r.correct;
+    sums.loss_sum += r.loss_sum;
+    sums.correct += static_cast<double>(r.correct);
+    sums.count += static_cast<double>(n);
   }
-  const double n = static_cast<double>(std::max<int64_t>(data.size(), 1));
-  return {loss_sum / n, static_cast<double>(correct) / n};
+  return sums;
 }
 
 }  // namespace tandem

@@ -1,5 +1,7 @@
 #pragma once
-// Test-set evaluation: the whole set in fixed-size batches, dropout off.
+// Test-set evaluation, dropout off, in fixed-size batches. Workers each evaluate
+// their share of the test set and sum the results, so evaluation takes 1/N of the
+// time on N workers and every worker ends with the same accuracy.
 #include <cstdint>
 
 #include "engine/data/dataset.hpp"
@@ -7,11 +9,13 @@
 
 namespace tandem {
 
-struct EvalResult {
-  double loss = 0.0;      // mean over the set
-  double accuracy = 0.0;  // fraction correct
+struct EvalSums {
+  double loss_sum = 0.0;
+  double correct = 0.0;
+  double count = 0.0;
 };
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch);
+// Samples [begin, end) of the data set.
+EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_t begin, int64_t end);
 
 }  // namespace tandem

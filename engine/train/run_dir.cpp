@@ -27,11 +27,15 @@ std::string make_run_dir(const std::string& requested, const std::string& experi
   return dir.string();
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
+void write_binary_file(const std::string& path, const void* data, size_t bytes) {
+  std::ofstream out(path, std::ios::trunc | std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   out.close();
   if (!out) TANDEM_FAIL_HINT("check free disk space and permissions", "cannot write '", path, "'");
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  write_binary_file(path, text.data(), text.size());
 }
 
 }  // namespace tandem

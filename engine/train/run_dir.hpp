@@ -4,6 +4,7 @@
 //   log.txt       the log
 //   trace.jsonl   one JSON object per iteration (and per evaluation)
 //   summary.json  the outcome: accuracy, throughput, time to target
+#include <cstddef>
 #include <string>
 
 namespace tandem {
@@ -11,5 +12,6 @@ namespace tandem {
 // Default location: runs/<name>-<YYYYmmdd-HHMMSS>; an explicit directory is used as is.
 std::string make_run_dir(const std::string& requested, const std::string& experiment_name);
 void write_text_file(const std::string& path, const std::string& text);
+void write_binary_file(const std::string& path, const void* data, size_t bytes);
 
 }  // namespace tandem

@@ -4,13 +4,22 @@
 
 namespace tandem {
 
+LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
+  const LossResult r = loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true);
+  model_.backward(loss_.grad(), ctx);
+  return r;
+}
+
+void TrainStep::update(int64_t global_batch, double lr) {
+  sgd_.step(model_.params(), model_.grads(), lr, global_batch);
+}
+
 LossResult TrainStep::run(const Tensor& x, const int32_t* labels, int64_t global_batch, double lr,
                           const StepContext& ctx, StepTimes* times) {
   const double t0 = times ? now_ms() : 0.0;
-  const LossResult r = loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true);
-  model_.backward(loss_.grad(), ctx);
+  const LossResult r = compute(x, labels, ctx);
   const double t1 = times ? now_ms() : 0.0;
-  sgd_.step(model_.params(), model_.grads(), lr, global_batch);
+  update(global_batch, lr);
   if (times) {
     times->compute_ms = t1 - t0;
     times->optimizer_ms = now_ms() - t1;

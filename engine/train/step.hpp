@@ -22,6 +22,11 @@ public:
   // of samples the (summed) gradient stands for: the optimizer divides by it.
   LossResult run(const Tensor& x, const int32_t* labels, int64_t global_batch, double lr, const StepContext& ctx,
                  StepTimes* times = nullptr);
+  // The two halves of run(), for workers that all-reduce the gradient in between:
+  // forward + loss + backward (the gradient buffer then holds this worker's SUM) ...
+  LossResult compute(const Tensor& x, const int32_t* labels, const StepContext& ctx);
+  // ... and the update from the (summed) gradient of `global_batch` samples.
+  void update(int64_t global_batch, double lr);
 
 private:
   Model& model_;

@@ -2,25 +2,44 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <iterator>
+
 #include "engine/core/error.hpp"
 
 namespace tandem {
 
-TraceWriter::TraceWriter(const std::string& path) : file_(std::fopen(path.c_str(), "w")) {
-  if (!file_) TANDEM_FAIL_HINT("check the run directory is writable", "cannot open trace file '", path, "'");
+namespace {
+std::FILE* open_or_fail(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) TANDEM_FAIL_HINT("check the run directory is writable", "cannot open trace file '", path, "'");
+  return f;
 }
+}  // namespace
 
-TraceWriter::~TraceWriter() {
-  if (file_) std::fclose(file_);
-}
+TraceWriter::TraceWriter(const std::string& path) : file_(open_or_fail(path)) {}
 
-void TraceWriter::write(const IterationRecord& r) {
-  fmt::print(file_,
-             "{{\"event\":\"iteration\",\"iteration\":{},\"epoch\":{},\"global_batch\":{},\"lr\":{:.6g},"
-             "\"loss\":{:.6g},\"correct\":{},\"data_ms\":{:.4f},\"compute_ms\":{:.4f},\"optimizer_ms\":{:.4f},"
-             "\"step_ms\":{:.4f},\"wall_s\":{:.4f}}}\n",
-             r.iteration, r.epoch, r.global_batch, r.lr, r.loss, r.correct, r.data_ms, r.compute_ms, r.optimizer_ms,
-             r.step_ms, r.wall_s);
+TraceWriter::~TraceWriter() { std::fclose(file_); }
+
+void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>& workers) {
+  line_.clear();
+  auto out = std::back_inserter(line_);
+  fmt::format_to(out,
+                 "{{\"event\":\"iteration\",\"iteration\":{},\"epoch\":{},\"global_batch\":{},\"lr\":{:.6g},"
+                 "\"loss\":{:.6g},\"correct\":{},\"step_ms\":{:.4f},\"wall_s\":{:.4f},\"workers\":[",
+                 r.iteration, r.epoch, r.global_batch, r.lr, r.loss, r.correct, r.step_ms, r.wall_s);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const WorkerStats& w = workers[i];
+    fmt::format_to(out,
+                   "{}{{\"rank\":{},\"local_batch\":{},\"data_ms\":{:.4f},\"compute_ms\":{:.4f},"
+                   "\"real_compute_ms\":{:.4f},\"idle_ms\":{:.4f},\"comm_ms\":{:.4f},\"optimizer_ms\":{:.4f},"
+                   "\"step_ms\":{:.4f},\"samples_per_s\":{:.1f},\"loss_sum\":{:.6g},\"correct\":{},"
+                   "\"memory_mb\":{:.2f},\"speed\":{:.4g}}}",
+                   i ? "," : "", w.rank, w.local_batch, w.data_ms, w.compute_ms, w.real_compute_ms, w.idle_ms,
+                   w.comm_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, w.loss_sum, w.correct, w.memory_mb,
+                   w.speed);
+  }
+  line_ += "]}\n";
+  std::fwrite(line_.data(), 1, line_.size(), file_);
 }
 
 void TraceWriter::write(const EvalRecord& r) {
@@ -31,5 +50,40 @@ void TraceWriter::write(const EvalRecord& r) {
 }
 
 void TraceWriter::flush() { std::fflush(file_); }
+
+ChromeTrace::ChromeTrace(const std::string& path, int workers) : file_(open_or_fail(path)) {
+  std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", file_);
+  fmt::print(file_, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{{\"name\":\"tandem\"}}}}");
+  for (int r = 0; r < workers; ++r)
+    fmt::print(file_, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":{},\"args\":{{\"name\":\"worker {}\"}}}}",
+               r, r);
+}
+
+ChromeTrace::~ChromeTrace() {
+  std::fputs("\n]}\n", file_);
+  std::fclose(file_);
+}
+
+void ChromeTrace::span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration,
+                       int64_t batch) {
+  if (dur_ms <= 0.0) return;
+  fmt::print(file_,
+             ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":0,\"tid\":{},\"ts\":{:.1f},\"dur\":{:.1f},"
+             "\"args\":{{\"iteration\":{},\"local_batch\":{}}}}}",
+             name, name, rank, start_ms * 1000.0, dur_ms * 1000.0, iteration, batch);
+}
+
+void ChromeTrace::add(const WorkerStats& s) {
+  double t = s.start_ms;
+  const struct {
+    const char* name;
+    double ms;
+  } phases[] = {{"data", s.data_ms}, {"compute", s.compute_ms}, {"idle", s.idle_ms}, {"comm", s.comm_ms},
+                {"optimizer", s.optimizer_ms}};
+  for (const auto& p : phases) {
+    span(p.name, s.rank, t, p.ms, s.iteration, s.local_batch);
+    t += p.ms;
+  }
+}
 
 }  // namespace tandem

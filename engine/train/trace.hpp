@@ -1,10 +1,14 @@
 #pragma once
-// The per-iteration trace, one JSON object a line (JSON Lines), written by rank 0.
-// Lines are formatted with fmt rather than built as JSON documents: the trace is
-// written every iteration and must cost microseconds, not a share of the step.
+// The per-iteration trace, one JSON object a line (JSON Lines), written by rank 0:
+// the iteration's global numbers and every worker's stats. Lines are formatted with
+// fmt rather than built as JSON documents: the trace is written every iteration and
+// must cost microseconds, not a share of the step.
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
+
+#include "engine/train/worker_stats.hpp"
 
 namespace tandem {
 
@@ -13,9 +17,9 @@ struct IterationRecord {
   int64_t epoch = 0;
   int64_t global_batch = 0;
   double lr = 0.0;
-  double loss = 0.0;  // mean over the global batch
-  int64_t correct = 0;
-  double data_ms = 0.0, compute_ms = 0.0, optimizer_ms = 0.0, step_ms = 0.0;
+  double loss = 0.0;     // mean over the global batch
+  int64_t correct = 0;   // over the global batch
+  double step_ms = 0.0;  // the slowest worker's iteration
   double wall_s = 0.0;
 };
 
@@ -33,11 +37,28 @@ public:
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
-  void write(const IterationRecord& r);
+  void write(const IterationRecord& r, const std::vector<WorkerStats>& workers);
   void write(const EvalRecord& r);
   void flush();
 
 private:
+  std::FILE* file_;
+  std::string line_;  // reused buffer
+};
+
+// A Chrome / Perfetto trace-event file (open it in ui.perfetto.dev or
+// chrome://tracing): one track per worker, with data, compute, idle, comm and
+// optimizer spans, so stragglers and the waits they cause are visible.
+class ChromeTrace {
+public:
+  ChromeTrace(const std::string& path, int workers);
+  ~ChromeTrace();  // closes the JSON array
+  ChromeTrace(const ChromeTrace&) = delete;
+  ChromeTrace& operator=(const ChromeTrace&) = delete;
+  void add(const WorkerStats& s);
+
+private:
+  void span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration, int64_t batch);
   std::FILE* file_;
 };
 

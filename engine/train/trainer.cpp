@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
-#include <nlohmann/json.hpp>
+#include <cstring>
 #include <vector>
 
 #include "engine/core/clock.hpp"
@@ -15,10 +15,11 @@
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/train/batch_loader.hpp"
+#include "engine/train/emulator.hpp"
 #include "engine/train/evaluate.hpp"
+#include "engine/train/plan.hpp"
 #include "engine/train/run_dir.hpp"
 #include "engine/train/step.hpp"
-#include "engine/train/trace.hpp"
 #include "kernels/cpu/gemm.hpp"
 
 namespace tandem {
@@ -38,31 +39,41 @@ struct InterruptGuard {
   ~InterruptGuard() { std::signal(SIGINT, SIG_DFL); }
 };
 
-std::string summary_json(const RunSummary& s, const ExperimentConfig& cfg) {
-  nlohmann::json j;
-  j["experiment"] = cfg.name;
-  j["stop_reason"] = s.stop_reason;
-  j["iterations"] = s.iterations;
-  j["epochs"] = s.epochs;
-  j["global_batch"] = cfg.global_batch;
-  j["parameters"] = s.parameters;
-  j["final_loss"] = s.final_loss;
-  j["test_accuracy"] = s.test_accuracy;
-  j["best_test_accuracy"] = s.best_test_accuracy;
-  j["target_accuracy"] = cfg.stop.target_accuracy ? nlohmann::json(*cfg.stop.target_accuracy) : nlohmann::json();
-  j["samples_per_s"] = s.samples_per_s;
-  j["train_s"] = s.train_s;
-  j["wall_s"] = s.wall_s;
-  j["time_to_target_s"] = s.time_to_target_s ? nlohmann::json(*s.time_to_target_s) : nlohmann::json();
-  return j.dump(2) + "\n";
+// Rank 0 makes the run directory and tells the others where it is.
+std::string shared_run_dir(const ExperimentConfig& cfg, Comm& comm) {
+  char path[4096] = {0};
+  if (comm.rank() == 0) {
+    const std::string dir = make_run_dir(cfg.out_dir, cfg.name);
+    TANDEM_CHECK(dir.size() < sizeof path, "run directory path too long: ", dir);
+    std::memcpy(path, dir.c_str(), dir.size());
+  }
+  comm.broadcast(path, sizeof path, "sharing the run directory");
+  return path;
+}
+
+// The iteration's plan, from the experiment (a later issue lets a policy change it).
+Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int world, double real_ms_per_sample) {
+  Plan plan;
+  if (cfg.plan.kind == "fixed") {
+    plan.local_batch = cfg.plan.batches;
+  } else if (cfg.plan.kind == "proportional") {
+    TANDEM_CHECK_HINT(cfg.emulation.enabled, "set emulation = {...} or use plan = {kind = 'equal'}",
+                      "plan 'proportional' divides the batch by emulated speeds, but no emulation is configured");
+    plan = Plan::proportional(emulator.relative_throughput(cfg.global_batch, real_ms_per_sample), cfg.global_batch);
+  } else {
+    plan = Plan::equal(world, cfg.global_batch);
+  }
+  plan.validate(world, cfg.global_batch);
+  return plan;
 }
 
 }  // namespace
 
-RunSummary train(const ExperimentConfig& cfg) {
+RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
   const Stopwatch wall;
   InterruptGuard interrupt_guard;
-  RunSummary summary;
+  const int rank = comm.rank(), world = comm.size();
+  comm.set_timeout_s(cfg.collective_timeout_s);
   cpu::set_blas_threads(cfg.blas_threads);
   Device& dev = cpu_device();
 
@@ -79,125 +90,181 @@ RunSummary train(const ExperimentConfig& cfg) {
   if (cfg.stop.max_iterations) total = std::min(total, *cfg.stop.max_iterations);
   const int64_t eval_every = cfg.eval_every > 0 ? cfg.eval_every : per_epoch;
 
-  Model model(dev, cfg.model, cfg.seed);
+  Model model(dev, cfg.model, cfg.seed);  // the same seed on every rank: identical initial weights
   Sgd sgd(dev, model.param_count(), cfg.optimizer);
   LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, per_epoch, total);
   TrainStep step(model, sgd);
+  BatchLoader loader(*train_set, sampler, dev);
+  Emulator emulator(cfg.emulation, world);
+
+  // A proportional plan over device profiles needs this machine's real cost per
+  // sample; rank 0 measures it once and every rank uses its number.
+  double real_ms_per_sample = 0.0;
+  if (cfg.plan.kind == "proportional") {
+    if (rank == 0) {
+      const int64_t b = std::max<int64_t>(cfg.global_batch / world, 1);
+      const Tensor& x = loader.load(0, 0, b);
+      StepContext warm;
+      step.compute(x, loader.labels(), warm);  // warm-up
+      const Stopwatch sw;
+      step.compute(x, loader.labels(), warm);
+      real_ms_per_sample = sw.elapsed_ms() / static_cast<double>(b);
+    }
+    comm.broadcast(&real_ms_per_sample, sizeof real_ms_per_sample, "sharing the calibration");
+  }
+  Plan plan = initial_plan(cfg, emulator, world, real_ms_per_sample);
+
+  RunSummary summary;
+  summary.workers = world;
   summary.parameters = static_cast<int64_t>(model.param_count());
   // The run directory is made only once data and model have loaded, so a mistake
   // there leaves no empty run behind.
-  summary.run_dir = make_run_dir(cfg.out_dir, cfg.name);
-  log::add_file(summary.run_dir + "/log.txt");
-  write_text_file(summary.run_dir + "/config.json", cfg.resolved_json.empty() ? "{}\n" : cfg.resolved_json + "\n");
-  spdlog::info("run directory {}", summary.run_dir);
+  summary.run_dir = shared_run_dir(cfg, comm);
+  std::unique_ptr<RunRecorder> recorder;
+  if (rank == 0) {
+    log::add_file(summary.run_dir + "/log.txt");
+    write_text_file(summary.run_dir + "/config.json", cfg.resolved_json.empty() ? "{}\n" : cfg.resolved_json + "\n");
+    spdlog::info("run directory {}", summary.run_dir);
+    spdlog::info("{}", model.summary());
+    spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch, {} iterations",
+                 train_set->name(), train_set->size(), test_set->size(), cfg.global_batch, per_epoch, total);
+    spdlog::info("{} worker(s) over {}; plan {} ({})", world, comm.name(),
+                 cfg.plan.kind == "random" ? "changing every iteration" : plan.str(), cfg.plan.kind);
+    if (cfg.emulation.enabled) spdlog::info("emulated heterogeneity:\n{}", emulator.describe());
+    recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total);
+  }
 
-  spdlog::info("{}", model.summary());
-  spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch, {} iterations",
-               train_set->name(), train_set->size(), test_set->size(), cfg.global_batch, per_epoch, total);
+  // The clock origin: every rank starts counting right after this exchange.
+  std::vector<WorkerStats> reports(static_cast<size_t>(world));
+  WorkerStats mine;
+  Control control;
+  comm.gather_then_release(&mine, sizeof mine, reports.data(), &control, sizeof control, "start-up");
+  const double origin = now_ms();
 
-  TraceWriter trace(summary.run_dir + "/trace.jsonl");
-  const int64_t B = cfg.global_batch;
-  BatchLoader loader(*train_set, sampler, dev);
-  StepContext ctx;
-
-  double train_ms = 0.0, window_loss = 0.0, window_ms = 0.0;
-  int64_t window_samples = 0, window_correct = 0, samples_done = 0;
+  double train_ms = 0.0;
+  int64_t samples_done = 0;
+  bool warned_clamp = false;
   summary.stop_reason = "epochs";
   int64_t t = 0;
+  // Rank 0 records iteration t-1 once its stats have arrived with iteration t's.
+  auto record = [&](int64_t iteration) {
+    if (recorder && reports[0].valid)
+      recorder->iteration(iteration, schedule.at(iteration), reports, wall.elapsed_ms() / 1000.0);
+  };
   for (; t < total; ++t) {
-    const Stopwatch step_clock;
-    const Tensor& x = loader.load(t, 0, B);
-    const double data_ms = step_clock.elapsed_ms();
+    if (cfg.plan.kind == "random") plan = Plan::random(world, cfg.global_batch, mix_seed(cfg.seed ^ 0x706c616eULL, t));
+    const int64_t my_batch = plan.local_batch[static_cast<size_t>(rank)], my_offset = plan.offset(rank);
+    const double start = now_ms();
+    WorkerStats now{};
+    now.rank = rank;
+    now.valid = 1;
+    now.iteration = t;
+    now.local_batch = my_batch;
+    now.start_ms = start - origin;
 
-    ctx.training = true;
+    const Tensor& x = loader.load(t, my_offset, my_batch);
+    now.data_ms = now_ms() - start;
+
+    StepContext ctx;
     ctx.seed = mix_seed(cfg.seed, static_cast<uint64_t>(t));
-    ctx.first_sample = 0;
-    const double lr = schedule.at(t);
-    StepTimes times;
-    const LossResult lr_res = step.run(x, loader.labels(), B, lr, ctx, &times);
-    const double step_ms = step_clock.elapsed_ms();
-    train_ms += step_ms;
-    window_ms += step_ms;
-    samples_done += B;
-
-    if (!std::isfinite(lr_res.loss_sum))
-      TANDEM_FAIL_HINT("lower the learning rate (lr=...) or add warm-up (schedule.warmup_iterations=...)",
-                       "training loss became ", lr_res.loss_sum, " at iteration ", t);
-
-    IterationRecord rec;
-    rec.iteration = t;
-    rec.epoch = sampler.epoch_of(t);
-    rec.global_batch = B;
-    rec.lr = lr;
-    rec.loss = lr_res.loss_sum / static_cast<double>(B);
-    rec.correct = lr_res.correct;
-    rec.data_ms = data_ms;
-    rec.compute_ms = times.compute_ms;
-    rec.optimizer_ms = times.optimizer_ms;
-    rec.step_ms = step_ms;
-    rec.wall_s = wall.elapsed_ms() / 1000.0;
-    trace.write(rec);
-
-    window_loss += lr_res.loss_sum;
-    window_samples += B;
-    window_correct += lr_res.correct;
-    const bool last = t + 1 == total;
-    if ((t + 1) % cfg.log_every == 0 || last) {
-      summary.final_loss = window_loss / static_cast<double>(window_samples);
-      spdlog::info("epoch {:>3} iter {:>7}/{} loss {:.4f} train acc {:.3f} lr {:.4g} {:.0f} samples/s",
-                   sampler.epoch_of(t) + 1, t + 1, total, summary.final_loss,
-                   static_cast<double>(window_correct) / static_cast<double>(window_samples), lr,
-                   static_cast<double>(window_samples) / (window_ms / 1000.0));
-      window_loss = 0.0;
-      window_samples = window_correct = 0;
-      window_ms = 0.0;
+    ctx.first_sample = my_offset;
+    const double compute_start = now_ms();
+    const LossResult loss = step.compute(x, loader.labels(), ctx);
+    now.real_compute_ms = now_ms() - compute_start;
+    if (cfg.emulation.enabled) {
+      const Stretch s = emulator.stretch(rank, t, my_batch, now.real_compute_ms);
+      if (s.clamped && !warned_clamp) {
+        spdlog::warn("emulation asks rank {} for {:.2f} ms but the real compute took {:.2f} ms; running at real speed "
+                     "when the emulated device would be faster (lower emulation.reference to avoid this)",
+                     rank, s.target_ms, now.real_compute_ms);
+        warned_clamp = true;
+      }
+      sleep_until_ms(compute_start + s.target_ms);
+      now.speed = emulator.speed(rank, t);
     }
+    now.compute_ms = now_ms() - compute_start;
+    now.loss_sum = loss.loss_sum;
+    now.correct = loss.correct;
+    now.samples_per_s = now.compute_ms > 0 ? static_cast<double>(my_batch) / (now.compute_ms / 1000.0) : 0.0;
+    now.memory_mb = static_cast<double>(dev.bytes_in_use()) / (1024.0 * 1024.0);
 
+    // Arrival: the previous iteration's stats travel to rank 0, which answers.
+    const double arrive = now_ms();
+    if (rank == 0)
+      control.stop_after = g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds);
+    comm.gather_then_release(&mine, sizeof mine, reports.data(), &control, sizeof control, "the arrival point");
+    now.idle_ms = now_ms() - arrive;
+
+    const double comm_start = now_ms();
+    if (world > 1) {
+      if (const double delay = emulator.comm_delay_ms(rank); delay > 0) sleep_until_ms(comm_start + delay);
+      comm.allreduce_sum(model.grads().data(), model.param_count(), "the gradient all-reduce");
+    }
+    now.comm_ms = now_ms() - comm_start;
+
+    const double opt_start = now_ms();
+    step.update(cfg.global_batch, schedule.at(t));
+    now.optimizer_ms = now_ms() - opt_start;
+    now.step_ms = now_ms() - start;
+    mine = now;
+    record(t - 1);  // after the update: rank 0's bookkeeping stays off the collectives' path
+
+    train_ms += now.step_ms;
+    samples_done += cfg.global_batch;
+    if (!std::isfinite(loss.loss_sum))
+      TANDEM_FAIL_HINT("lower the learning rate (lr=...) or add warm-up (schedule.warmup_iterations=...)",
+                       "training loss became ", loss.loss_sum, " on rank ", rank, " at iteration ", t);
+
+    const bool last = t + 1 == total;
     if ((t + 1) % eval_every == 0 || last) {
       const Stopwatch eval_clock;
-      const EvalResult ev = evaluate(model, *test_set, cfg.eval_batch);
-      EvalRecord er{t + 1, static_cast<double>(t + 1) / static_cast<double>(per_epoch), ev.loss, ev.accuracy,
-                    eval_clock.elapsed_ms(), train_ms / 1000.0};
-      trace.write(er);
-      trace.flush();
-      summary.test_accuracy = ev.accuracy;
-      summary.best_test_accuracy = std::max(summary.best_test_accuracy, ev.accuracy);
-      spdlog::info("epoch {:.2f} iter {} test loss {:.4f} test accuracy {:.4f} (eval {:.0f} ms)", er.epoch, t + 1,
-                   ev.loss, ev.accuracy, er.eval_ms);
-      if (cfg.stop.target_accuracy && ev.accuracy >= *cfg.stop.target_accuracy) {
+      const int64_t n = test_set->size();
+      EvalSums sums = evaluate_range(model, *test_set, cfg.eval_batch, n * rank / world, n * (rank + 1) / world);
+      comm.allreduce_sum(&sums.loss_sum, 3, "the evaluation sums");
+      const double accuracy = sums.correct / sums.count;
+      summary.test_accuracy = accuracy;
+      summary.best_test_accuracy = std::max(summary.best_test_accuracy, accuracy);
+      if (recorder)
+        recorder->eval({t + 1, static_cast<double>(t + 1) / static_cast<double>(per_epoch), sums.loss_sum / sums.count,
+                        accuracy, eval_clock.elapsed_ms(), train_ms / 1000.0});
+      if (cfg.stop.target_accuracy && accuracy >= *cfg.stop.target_accuracy) {
         if (!summary.time_to_target_s) summary.time_to_target_s = train_ms / 1000.0;
         summary.stop_reason = "target_accuracy";
         ++t;
         break;
       }
     }
-    if (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds) {
-      summary.stop_reason = "max_seconds";
-      ++t;
-      break;
-    }
-    if (g_interrupted) {
-      spdlog::warn("interrupted: stopping after iteration {}", t + 1);
-      summary.stop_reason = "interrupted";
+    if (control.stop_after) {
+      summary.stop_reason = g_interrupted ? "interrupted" : "max_seconds";
+      if (rank == 0 && g_interrupted) spdlog::warn("interrupted: stopping after iteration {}", t + 1);
       ++t;
       break;
     }
   }
+  // The last iteration's stats.
+  comm.gather_then_release(&mine, sizeof mine, reports.data(), &control, sizeof control, "the final stats");
+  record(t - 1);
+
   if (summary.stop_reason == "epochs" && cfg.stop.max_iterations && t == *cfg.stop.max_iterations &&
       t < static_cast<int64_t>(std::ceil(cfg.stop.epochs * static_cast<double>(per_epoch))))
     summary.stop_reason = "max_iterations";
-
   summary.iterations = t;
   summary.epochs = static_cast<double>(t) / static_cast<double>(per_epoch);
   summary.train_s = train_ms / 1000.0;
   summary.samples_per_s = train_ms > 0 ? static_cast<double>(samples_done) / summary.train_s : 0.0;
   summary.wall_s = wall.elapsed_ms() / 1000.0;
-  write_text_file(summary.run_dir + "/summary.json", summary_json(summary, cfg));
-  spdlog::info("done ({}): {} iterations, test accuracy {:.4f}, {:.0f} samples/s, {:.1f} s{}", summary.stop_reason,
-               summary.iterations, summary.test_accuracy, summary.samples_per_s, summary.wall_s,
-               summary.time_to_target_s ? fmt::format(", target reached after {:.1f} s of training",
-                                                      *summary.time_to_target_s)
-                                        : std::string());
+  if (recorder) {
+    if (cfg.save_params) {
+      const std::vector<float> params = model.params().to_host();
+      write_binary_file(summary.run_dir + "/params.f32", params.data(), params.size() * sizeof(float));
+    }
+    recorder->finish(summary, cfg);
+    spdlog::info("done ({}): {} iterations, test accuracy {:.4f}, {:.0f} samples/s, {:.1f} s{}", summary.stop_reason,
+                 summary.iterations, summary.test_accuracy, summary.samples_per_s, summary.wall_s,
+                 summary.time_to_target_s ? fmt::format(", target reached after {:.1f} s of training",
+                                                        *summary.time_to_target_s)
+                                          : std::string());
+  }
   return summary;
 }
 

@@ -28,6 +28,8 @@ local function boolean(default, t) t = t or {}; t.kind = 'boolean'; t.default = 
 local function array(default, t) t = t or {}; t.kind = 'array'; t.default = default; return t end
 local function record(fields, t) t = t or {}; t.kind = 'record'; t.fields = fields; return t end
 local function free(t) t = t or {}; t.kind = 'free'; t.default = t.default or {}; return t end
+-- list: any number of values of one kind (item), e.g. per-worker settings.
+local function list(item, t) t = t or {}; t.kind = 'list'; t.item = item; return t end
 
 local MAX_SEED = 2 ^ 53  -- seeds are exact in a double up to here
 
@@ -71,6 +73,45 @@ M.schema = record {
   blas_threads = integer(1, { min = 1 }),
   log_level = string_('info', { one_of = { 'trace', 'debug', 'info', 'warn', 'error', 'off' } }),
   out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
+  save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32' }),
+
+  workers = integer(1, { min = 1, doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),
+  collective_timeout_s = number(300, { gt = 0, doc = 'a collective not done by then aborts the run, naming the missing ranks' }),
+  plan = record {
+    kind = string_('equal', { one_of = { 'equal', 'proportional', 'fixed', 'random' },
+                              doc = 'equal split, proportional to emulated speeds, fixed batches, or random '
+                                 .. '(a new uneven split every iteration, to test that any split trains the same)' }),
+    batches = list(integer(nil, { min = 0 }), { doc = 'fixed: one local batch per rank, summing to global_batch' }),
+  },
+  -- Emulated heterogeneity (engine/train/emulator.hpp). Ranks are numbered from 0.
+  emulation = record {
+    enabled = boolean(nil, { doc = 'default: true when any other emulation key is set' }),
+    reference = number(1, { gt = 0, max = 1,
+                            doc = 'the speed-1 device runs at this fraction of a core (0.5 = half a core)' }),
+    speeds = list(number(nil, { gt = 0 }), { doc = 'one speed factor per rank (shorthand for workers[i].speed)' }),
+    comm_delay_ms = list(number(nil, { min = 0 }), { doc = 'per rank, added to every collective it joins' }),
+    workers = list(record {
+      speed = number(nil, { gt = 0 }),
+      profile = record {
+        batch = list(number(nil, { gt = 0 }), { doc = 'measured local batches' }),
+        ms = list(number(nil, { gt = 0 }), { doc = 'compute ms at each of those batches' }),
+      },
+      comm_delay_ms = number(nil, { min = 0 }),
+    }, { doc = 'per rank: speed, or a measured device profile; comm_delay_ms' }),
+    events = list(record {
+      worker = integer(0, { min = 0 }),
+      speed = number(1, { gt = 0, doc = 'multiplies the worker speed while active' }),
+      from = integer(0, { min = 0, doc = 'first iteration' }),
+      to = integer(nil, { min = 1, doc = 'iteration it ends before' }),
+    }, { doc = 'scheduled slowdowns: {worker = 3, speed = 0.3, from = 200, to = 300}' }),
+    random = record {
+      probability = number(0, { min = 0, max = 1, doc = 'per worker and iteration' }),
+      duration = list(integer(nil, { min = 1 }), { doc = '{min, max} iterations' }),
+      speed = list(number(nil, { gt = 0 }), { doc = '{min, max} speed multiplier' }),
+      seed = integer(1, { min = 0, max = MAX_SEED }),
+    },
+    speed_trace = string_(nil, { doc = 'file: a line per iteration, a speed multiplier per rank' }),
+  },
 }
 
 -- What the model sees for each built-in data set (synthetic: data.shape, data.classes).
@@ -107,7 +148,7 @@ end
 
 local expected = {
   number = 'a number', integer = 'an integer', string = 'a string', boolean = 'true or false',
-  array = 'a non-empty list of positive integers', record = 'a table', free = 'a table',
+  array = 'a non-empty list of positive integers', record = 'a table', free = 'a table', list = 'a list',
 }
 
 ------------------------------------------------------------------------------------
@@ -227,6 +268,12 @@ local function check_value(ctx, node, v, path)
     end
   elseif kind == 'free' then
     if type(v) ~= 'table' then bad() end
+  elseif kind == 'list' then
+    if type(v) ~= 'table' then bad() end
+    for k in pairs(v) do
+      if type(k) ~= 'number' or k < 1 or k > #v or k ~= math.floor(k) then bad() end
+    end
+    for i, x in ipairs(v) do check_value(ctx, node.item, x, string.format('%s[%d]', path, i)) end
   elseif kind == 'record' then
     if type(v) ~= 'table' then bad() end
     for _, key in ipairs(sorted_keys(v)) do
@@ -247,6 +294,8 @@ local function fill_defaults(node, v)
     if sub.kind == 'record' then
       if v[key] == nil then v[key] = {} end
       fill_defaults(sub, v[key])
+    elseif sub.kind == 'list' and v[key] ~= nil and sub.item.kind == 'record' then
+      for _, x in ipairs(v[key]) do fill_defaults(sub.item, x) end
     elseif v[key] == nil and sub.default ~= nil then
       v[key] = deep_copy(sub.default)
     end
@@ -301,7 +350,7 @@ local function parse_typed(ctx, sub, text, path, o)
     error(user_error(string.format("override '%s': '%s' must be true or false, got '%s'", o, path, text),
                      string.format('write %s=true or %s=false', path, path)), 0)
   end
-  if kind == 'array' then
+  if kind == 'array' or (kind == 'list' and (sub.item.kind == 'number' or sub.item.kind == 'integer')) then
     local v = parse_free(text)
     if type(v) == 'number' then v = { v } end
     if type(v) ~= 'table' then
@@ -473,7 +522,9 @@ function M.resolve(exp, overrides, source)
   exp = deep_copy(exp)
   check_value(ctx, M.schema, exp, '')  -- the file's own mistakes first, located in the file
   for _, o in ipairs(overrides) do apply_override(ctx, exp, o) end
+  local emulation_given = type(exp.emulation) == 'table' and next(exp.emulation) ~= nil
   fill_defaults(M.schema, exp)
+  if exp.emulation.enabled == nil then exp.emulation.enabled = emulation_given end
   check_required(ctx, M.schema, exp, '')
   check_value(ctx, M.schema, exp, '')
 
@@ -481,6 +532,21 @@ function M.resolve(exp, overrides, source)
   if exp.name == '' then fail(ctx, 'name', "'name' is empty", 'give the run a name, or leave it out') end
   if exp.nesterov and exp.momentum == 0 then
     fail(ctx, 'nesterov', 'nesterov = true needs momentum > 0', 'set momentum (e.g. 0.9), or nesterov = false')
+  end
+
+  if exp.plan.kind == 'fixed' and not exp.plan.batches then
+    fail(ctx, 'plan.kind', "plan.kind = 'fixed' needs plan.batches", 'add plan.batches = {b0, b1, ...}, one per worker')
+  end
+  local emu = exp.emulation
+  if emu.speeds and emu.workers then
+    fail(ctx, 'emulation.speeds', 'emulation.speeds and emulation.workers both set',
+         'give speeds either as emulation.speeds = {...} or as emulation.workers[i].speed')
+  end
+  for _, pair in ipairs({ { 'duration', emu.random.duration }, { 'speed', emu.random.speed } }) do
+    if pair[2] and #pair[2] ~= 2 then
+      fail(ctx, 'emulation.random.' .. pair[1], string.format("'emulation.random.%s' must be {min, max}", pair[1]),
+           string.format('write emulation.random.%s = {min, max}', pair[1]))
+    end
   end
 
   local data = exp.data

@@ -1,0 +1,43 @@
+#include "engine/dist/launcher.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "engine/core/error.hpp"
+
+namespace tandem {
+
+namespace {
+std::string self_executable() {
+  char path[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  TANDEM_CHECK(n > 0, "cannot find this executable's path (/proc/self/exe): ", std::strerror(errno));
+  return std::string(path, static_cast<size_t>(n));
+}
+}  // namespace
+
+std::vector<std::string> mpirun_command(int workers, const std::vector<std::string>& args) {
+  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(workers)};
+  if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.insert(cmd.end(), {"--oversubscribe", "--bind-to", "none"});
+  // One machine: shared memory and loopback only, so no network interface is probed.
+  cmd.insert(cmd.end(), {"--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"});
+  cmd.push_back(self_executable());
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return cmd;
+}
+
+void launch_local_ranks(int workers, const std::vector<std::string>& args) {
+  const std::vector<std::string> cmd = mpirun_command(workers, args);
+  std::vector<char*> argv;
+  for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  TANDEM_FAIL_HINT("install OpenMPI with `apt-get install openmpi-bin`, or run with workers=1",
+                   "cannot start mpirun for ", workers, " workers: ", std::strerror(errno));
+}
+
+}  // namespace tandem

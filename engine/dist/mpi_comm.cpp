@@ -1,0 +1,151 @@
+#include "engine/dist/mpi_comm.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include <sched.h>
+
+#include "engine/core/clock.hpp"
+#include "engine/core/error.hpp"
+
+namespace tandem {
+
+namespace {
+
+void check_mpi(int rc, const char* call, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  TANDEM_FAIL_HINT("check that every rank runs the same tandem and experiment", call, " failed during ", what, ": ",
+                   std::string(text, static_cast<size_t>(len)));
+}
+
+// Polling. For the first kYieldMs a waiting rank polls and yields the core between
+// polls (sched_yield): a collective among ranks that are all present finishes in
+// that window, and a rank that still has compute to do gets the core whenever it
+// wants it. Past that the wait is for a slower rank, and the waiter sleeps between
+// polls, backing off to the cap, so it costs no CPU at all.
+constexpr double kYieldMs = 2.0;
+constexpr int kFirstSleepUs = 50, kMaxSleepUs = 500;
+
+}  // namespace
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+MpiComm::MpiComm(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) check_mpi(MPI_Init(argc, argv), "MPI_Init", "start-up");
+  // Errors come back as codes, so they can be reported with what was being done.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what) {
+  const double start = now_ms(), deadline = start + timeout_s_ * 1000.0;
+  int sleep_us = kFirstSleepUs;
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall", what);
+    if (done) return;
+    const double now = now_ms();
+    if (now > deadline) {
+      std::string missing;
+      for (size_t i = 0; i < requests.size(); ++i) {
+        int one = 0;
+        MPI_Test(&requests[i], &one, MPI_STATUS_IGNORE);
+        if (!one && peers[i] >= 0) missing += (missing.empty() ? "" : ", ") + std::to_string(peers[i]);
+      }
+      abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
+                        missing.empty() ? "a rank is stuck or has died"
+                                        : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+    }
+    if (now - start < kYieldMs) {
+      sched_yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min(sleep_us * 2, kMaxSleepUs);
+  }
+}
+
+void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char* what) {
+  int type_size = 0;
+  MPI_Type_size(type, &type_size);
+  auto* bytes = static_cast<char*>(data);
+  // MPI counts are ints: large buffers go in chunks.
+  for (size_t done = 0; done < count;) {
+    const size_t n = std::min<size_t>(count - done, INT_MAX);
+    requests_.assign(1, MPI_REQUEST_NULL);
+    peers_.assign(1, -1);
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * static_cast<size_t>(type_size), static_cast<int>(n), type,
+                             MPI_SUM, MPI_COMM_WORLD, &requests_[0]),
+              "MPI_Iallreduce", what);
+    wait_all(requests_, peers_, what);
+    done += n;
+  }
+}
+
+void MpiComm::allreduce_sum(float* data, size_t count, const char* what) { allreduce(data, count, MPI_FLOAT, what); }
+void MpiComm::allreduce_sum(double* data, size_t count, const char* what) {
+  allreduce(data, count, MPI_DOUBLE, what);
+}
+
+void MpiComm::gather_then_release(const void* report, size_t bytes, void* reports, void* reply, size_t reply_bytes,
+                                  const char* what) {
+  constexpr int kReportTag = 11;
+  const int n = static_cast<int>(bytes);
+  if (rank_ == 0) {
+    auto* out = static_cast<char*>(reports);
+    std::memcpy(out, report, bytes);
+    requests_.assign(static_cast<size_t>(size_ - 1), MPI_REQUEST_NULL);
+    peers_.resize(requests_.size());
+    for (int r = 1; r < size_; ++r) {
+      peers_[static_cast<size_t>(r - 1)] = r;
+      check_mpi(MPI_Irecv(out + static_cast<size_t>(r) * bytes, n, MPI_BYTE, r, kReportTag, MPI_COMM_WORLD,
+                          &requests_[static_cast<size_t>(r - 1)]),
+                "MPI_Irecv", what);
+    }
+    wait_all(requests_, peers_, what);
+  } else {
+    requests_.assign(1, MPI_REQUEST_NULL);
+    peers_.assign(1, 0);
+    check_mpi(MPI_Isend(report, n, MPI_BYTE, 0, kReportTag, MPI_COMM_WORLD, &requests_[0]), "MPI_Isend", what);
+    wait_all(requests_, peers_, what);
+  }
+  broadcast(reply, reply_bytes, what);
+}
+
+void MpiComm::broadcast(void* data, size_t bytes, const char* what) {
+  TANDEM_CHECK(bytes <= static_cast<size_t>(INT_MAX), "broadcast of ", bytes, " bytes is too large");
+  requests_.assign(1, MPI_REQUEST_NULL);
+  peers_.assign(1, rank_ == 0 ? -1 : 0);
+  check_mpi(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD, &requests_[0]), "MPI_Ibcast", what);
+  wait_all(requests_, peers_, what);
+}
+
+void MpiComm::abort(const std::string& why) {
+  spdlog::critical("aborting the job: {}", why);
+  spdlog::default_logger()->flush();
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::exit(3);
+}
+
+}  // namespace tandem

@@ -1,0 +1,18 @@
+// Chooses the world's transport: MPI when mpirun started this process with several
+// ranks, the single-rank fast path otherwise (also under `mpirun -np 1`).
+#include <cstdlib>
+
+#include "engine/dist/local_comm.hpp"
+#include "engine/dist/mpi_comm.hpp"
+
+namespace tandem {
+
+std::unique_ptr<Comm> make_world_comm(int* argc, char*** argv) {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size) size = std::getenv("PMI_SIZE");
+  const bool several = size ? std::atoi(size) > 1 : launched_by_mpi();
+  if (several) return std::make_unique<MpiComm>(argc, argv);
+  return std::make_unique<LocalComm>();
+}
+
+}  // namespace tandem

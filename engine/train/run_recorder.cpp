@@ -1,0 +1,118 @@
+#include "engine/train/run_recorder.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "engine/train/run_dir.hpp"
+
+namespace tandem {
+
+RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
+                         int64_t total)
+    : workers_(workers), per_epoch_(per_epoch), total_(total), log_every_(cfg.log_every),
+      trace_(run_dir + "/trace.jsonl"), chrome_(run_dir + "/trace.perfetto.json", workers),
+      w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
+      w_comm_(static_cast<size_t>(workers)) {}
+
+void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s) {
+  IterationRecord rec;
+  rec.iteration = t;
+  rec.epoch = t / per_epoch_;
+  rec.lr = lr;
+  double loss_sum = 0.0, last_arrival_ms = workers.empty() ? 0.0 : workers[0].idle_ms;
+  for (const WorkerStats& w : workers) {
+    last_arrival_ms = std::min(last_arrival_ms, w.idle_ms);
+    rec.global_batch += w.local_batch;
+    loss_sum += w.loss_sum;
+    rec.correct += w.correct;
+    rec.step_ms = std::max(rec.step_ms, w.step_ms);
+    const size_t r = static_cast<size_t>(w.rank);
+    w_compute_[r] += w.compute_ms;
+    w_idle_[r] += w.idle_ms;
+    w_comm_[r] += w.comm_ms;
+    if (w.step_ms > 0) {
+      comm_share_sum_ += w.comm_ms / w.step_ms / static_cast<double>(workers_);
+      idle_share_sum_ += w.idle_ms / w.step_ms / static_cast<double>(workers_);
+    }
+    chrome_.add(w);
+  }
+  stats_ms_ += last_arrival_ms;
+  rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch, 1));
+  rec.wall_s = wall_s;
+  trace_.write(rec, workers);
+
+  w_loss_ += loss_sum;
+  w_samples_ += rec.global_batch;
+  w_correct_ += rec.correct;
+  w_step_ms_ += rec.step_ms;
+  ++w_iters_;
+  ++iterations_;
+  if ((t + 1) % log_every_ == 0 || t + 1 == total_) progress(t, lr);
+}
+
+void RunRecorder::progress(int64_t t, double lr) {
+  last_loss_ = w_loss_ / static_cast<double>(std::max<int64_t>(w_samples_, 1));
+  const double samples_per_s = static_cast<double>(w_samples_) / (w_step_ms_ / 1000.0);
+  std::string balance;
+  if (workers_ > 1) {
+    const auto [lo, hi] = std::minmax_element(w_compute_.begin(), w_compute_.end());
+    double idle = 0.0, comm = 0.0;
+    for (int r = 0; r < workers_; ++r) {
+      idle += w_idle_[static_cast<size_t>(r)];
+      comm += w_comm_[static_cast<size_t>(r)];
+    }
+    const double n = static_cast<double>(w_iters_), step = w_step_ms_ / n;
+    balance = fmt::format(" | compute ms min {:.1f} (r{}) max {:.1f} (r{}), idle {:.0f}%, comm {:.0f}%", *lo / n,
+                          lo - w_compute_.begin(), *hi / n, hi - w_compute_.begin(),
+                          100.0 * idle / n / workers_ / step, 100.0 * comm / n / workers_ / step);
+  }
+  spdlog::info("epoch {:>3} iter {:>7}/{} loss {:.4f} train acc {:.3f} lr {:.4g} {:.0f} samples/s{}",
+               t / per_epoch_ + 1, t + 1, total_, last_loss_,
+               static_cast<double>(w_correct_) / static_cast<double>(std::max<int64_t>(w_samples_, 1)), lr,
+               samples_per_s, balance);
+  w_loss_ = w_step_ms_ = 0.0;
+  w_samples_ = w_correct_ = w_iters_ = 0;
+  std::fill(w_compute_.begin(), w_compute_.end(), 0.0);
+  std::fill(w_idle_.begin(), w_idle_.end(), 0.0);
+  std::fill(w_comm_.begin(), w_comm_.end(), 0.0);
+}
+
+void RunRecorder::eval(const EvalRecord& r) {
+  trace_.write(r);
+  trace_.flush();
+  spdlog::info("epoch {:.2f} iter {} test loss {:.4f} test accuracy {:.4f} (eval {:.0f} ms)", r.epoch, r.iteration,
+               r.test_loss, r.test_accuracy, r.eval_ms);
+}
+
+void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
+  trace_.flush();
+  const double n = static_cast<double>(std::max<int64_t>(iterations_, 1));
+  s.final_loss = w_samples_ > 0 ? w_loss_ / static_cast<double>(w_samples_) : last_loss_;
+  s.comm_share = comm_share_sum_ / n;
+  s.idle_share = idle_share_sum_ / n;
+  s.stats_ms = stats_ms_ / n;
+  nlohmann::json j;
+  j["experiment"] = cfg.name;
+  j["stop_reason"] = s.stop_reason;
+  j["workers"] = s.workers;
+  j["iterations"] = s.iterations;
+  j["epochs"] = s.epochs;
+  j["global_batch"] = cfg.global_batch;
+  j["parameters"] = s.parameters;
+  j["final_loss"] = s.final_loss;
+  j["test_accuracy"] = s.test_accuracy;
+  j["best_test_accuracy"] = s.best_test_accuracy;
+  j["target_accuracy"] = cfg.stop.target_accuracy ? nlohmann::json(*cfg.stop.target_accuracy) : nlohmann::json();
+  j["samples_per_s"] = s.samples_per_s;
+  j["train_s"] = s.train_s;
+  j["wall_s"] = s.wall_s;
+  j["time_to_target_s"] = s.time_to_target_s ? nlohmann::json(*s.time_to_target_s) : nlohmann::json();
+  j["comm_share"] = s.comm_share;
+  j["idle_share"] = s.idle_share;
+  j["stats_ms_per_iteration"] = s.stats_ms;
+  write_text_file(s.run_dir + "/summary.json", j.dump(2) + "\n");
+}
+
+}  // namespace tandem

@@ -1,0 +1,63 @@
+#pragma once
+// Rank 0's bookkeeping of a run: the trace (JSON lines + Chrome/Perfetto events),
+// progress lines with the workers' balance, and summary.json. Kept apart from the
+// training loop so the loop reads as the data flow of one iteration.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/train/config.hpp"
+#include "engine/train/trace.hpp"
+#include "engine/train/worker_stats.hpp"
+
+namespace tandem {
+
+struct RunSummary {
+  std::string run_dir;
+  std::string stop_reason;  // epochs | target_accuracy | max_iterations | max_seconds | interrupted
+  int workers = 1;
+  int64_t iterations = 0;
+  double epochs = 0.0;
+  double final_loss = 0.0;  // mean training loss over the last logging window
+  double test_accuracy = 0.0;
+  double best_test_accuracy = 0.0;
+  double samples_per_s = 0.0;  // training samples / training time (evaluations excluded)
+  double train_s = 0.0;        // training time, evaluations excluded
+  double wall_s = 0.0;         // whole run, set-up and evaluations included
+  std::optional<double> time_to_target_s;  // training time until the target was first reached
+  int64_t parameters = 0;
+  double comm_share = 0.0;  // mean over workers of comm_ms / step_ms
+  double idle_share = 0.0;  // mean over workers of idle_ms / step_ms
+  // Mean cost per iteration of gathering the stats at rank 0: the time the last rank
+  // to arrive spends at the arrival point, where nobody is waited for.
+  double stats_ms = 0.0;
+};
+
+class RunRecorder {
+public:
+  RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
+              int64_t total);
+  // One finished iteration with every worker's stats (indexed by rank).
+  void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s);
+  void eval(const EvalRecord& r);
+  // Finishes the summary's averages and writes summary.json.
+  void finish(RunSummary& s, const ExperimentConfig& cfg);
+
+private:
+  void progress(int64_t t, double lr);
+  int workers_;
+  int64_t per_epoch_, total_, log_every_;
+  TraceWriter trace_;
+  ChromeTrace chrome_;
+  // The progress window since the last progress line.
+  double w_loss_ = 0.0, w_step_ms_ = 0.0;
+  int64_t w_samples_ = 0, w_correct_ = 0, w_iters_ = 0;
+  std::vector<double> w_compute_, w_idle_, w_comm_;
+  // Whole-run sums for the summary.
+  double comm_share_sum_ = 0.0, idle_share_sum_ = 0.0, stats_ms_ = 0.0, last_loss_ = 0.0;
+  int64_t iterations_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,39 @@
+#pragma once
+// What every rank measures about one iteration, sent to rank 0 as one fixed-size
+// message (trivially copyable: it travels as bytes, and later as an FFI struct to
+// Lua policies). Times are ms; start_ms is relative to the rank's clock origin,
+// taken right after a start-up barrier, so tracks of one host line up.
+#include <cstdint>
+#include <type_traits>
+
+namespace tandem {
+
+struct WorkerStats {
+  int32_t rank = 0;
+  int32_t valid = 0;  // 0 for the placeholder report of "iteration -1"
+  int64_t iteration = -1;
+  int64_t local_batch = 0;
+  double start_ms = 0.0;    // iteration start on this rank's clock
+  double data_ms = 0.0;     // sampling and gathering the batch
+  double compute_ms = 0.0;  // forward + backward, including emulated stretch
+  double real_compute_ms = 0.0;  // forward + backward as really measured
+  double idle_ms = 0.0;     // waiting at the arrival point for slower ranks
+  double comm_ms = 0.0;     // gradient all-reduce (transfer), emulated link delay included
+  double optimizer_ms = 0.0;
+  double step_ms = 0.0;     // the whole iteration on this rank
+  double samples_per_s = 0.0;  // local_batch / compute time
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  double memory_mb = 0.0;   // device memory held by tensors
+  double speed = 1.0;       // emulated speed multiplier this iteration (1 without emulation)
+};
+
+static_assert(std::is_trivially_copyable_v<WorkerStats>, "WorkerStats travels as bytes");
+
+// Rank 0's answer at the arrival point of iteration t.
+struct Control {
+  int32_t stop_after = 0;  // 1: this is the last iteration
+  int32_t reserved = 0;
+};
+
+}  // namespace tandem

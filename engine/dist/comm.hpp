@@ -1,9 +1,13 @@
 #pragma once
 // Comm: how workers talk. One interface, several transports: LocalComm (a single
 // rank: every collective is a no-op, the fast path), MpiComm (OpenMPI, any number
-// of ranks on one or many hosts), and later NCCL. Every wait has a deadline: a
-// collective that is not done in time aborts the whole job and says which ranks
-// were missing (DESIGN.md habit 8), instead of hanging a cluster forever.
+// of ranks on one or many hosts), and later NCCL.
+//
+// Every wait has a deadline: a collective that is not done in time aborts the
+// whole job and names the missing ranks (DESIGN.md habit 8), instead of hanging a
+// cluster forever. Ranks post a small report to rank 0 before each iteration's
+// barrier (the stats of their previous iteration); it costs no wait on the way, and
+// it is how rank 0 knows who never arrived when the barrier times out.
 //
 // Waiting never busy-polls a core for long: ranks often share cores (4 emulated
 // workers on 2 cores), and a rank spinning in a collective would steal the CPU from
@@ -23,16 +27,24 @@ public:
   virtual int size() const = 0;
   virtual std::string name() const = 0;
 
-  // In-place SUM over all ranks.
+  // In-place SUM over all ranks. `what` names the collective in errors.
   virtual void allreduce_sum(float* data, size_t count, const char* what) = 0;
   virtual void allreduce_sum(double* data, size_t count, const char* what) = 0;
 
-  // The arrival point of an iteration, as one exchange: every rank sends `bytes`
-  // (its report) to rank 0, which receives them all into `reports` (size() * bytes;
-  // rank 0's own included) and then sends `reply_bytes` (its decision) back to every
-  // rank. Rank 0 names the ranks that did not arrive by the deadline.
-  virtual void gather_then_release(const void* report, size_t bytes, void* reports, void* reply,
-                                   size_t reply_bytes, const char* what) = 0;
+  // Starts sending `bytes` of this rank's report to rank 0, where it lands in
+  // reports[rank * bytes] (rank 0 copies its own). Buffers must stay alive and
+  // unchanged until finish_reports().
+  virtual void post_report(const void* report, size_t bytes, void* reports) = 0;
+  // Completes the posted reports: on rank 0 every report has then arrived.
+  virtual void finish_reports(const char* what) = 0;
+
+  // Returns once every rank has called it: where fast ranks wait for slow ones.
+  virtual void barrier(const char* what) = 0;
+
+  // The iteration's synchronisation: waits until every rank has arrived (the time
+  // waited, for slower ranks, goes to *idle_ms), then sums `data` over all ranks.
+  // Keeping the wait out of the sum is what separates idle time from transfer time.
+  virtual void arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what);
 
   // From rank 0 to all: data of `bytes` (all ranks pass the same size).
   virtual void broadcast(void* data, size_t bytes, const char* what) = 0;

@@ -13,9 +13,9 @@ public:
   std::string name() const override { return "local"; }
   void allreduce_sum(float*, size_t, const char*) override {}
   void allreduce_sum(double*, size_t, const char*) override {}
-  void gather_then_release(const void* report, size_t bytes, void* reports, void*, size_t, const char*) override {
-    std::memcpy(reports, report, bytes);
-  }
+  void post_report(const void* report, size_t bytes, void* reports) override { std::memcpy(reports, report, bytes); }
+  void finish_reports(const char*) override {}
+  void barrier(const char*) override {}
   void broadcast(void*, size_t, const char*) override {}
   [[noreturn]] void abort(const std::string& why) override;
 };

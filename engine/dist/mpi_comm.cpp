@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -31,7 +32,7 @@ void check_mpi(int rc, const char* call, const char* what) {
 // wants it. Past that the wait is for a slower rank, and the waiter sleeps between
 // polls, backing off to the cap, so it costs no CPU at all.
 constexpr double kYieldMs = 2.0;
-constexpr int kFirstSleepUs = 50, kMaxSleepUs = 500;
+constexpr int kFirstSleepUs = 20, kMaxSleepUs = 100;
 
 }  // namespace
 
@@ -47,14 +48,42 @@ MpiComm::MpiComm(int* argc, char*** argv) {
   if (!initialized) check_mpi(MPI_Init(argc, argv), "MPI_Init", "start-up");
   // Errors come back as codes, so they can be reported with what was being done.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  // Waits sleep in short steps; the kernel's default 50 us timer slack would
+  // stretch each of them, and with them every collective's latency.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // One host (as in every emulated cluster): gradients are summed through shared
+  // memory. TANDEM_SHM_ALLREDUCE=0 turns it off, for comparison.
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_);
+  int node_size = 0;
+  MPI_Comm_size(node_, &node_size);
+  const char* shm = std::getenv("TANDEM_SHM_ALLREDUCE");
+  if (node_size == size_ && !(shm && std::string(shm) == "0")) shm_ = std::make_unique<ShmAllreduce>(node_);
 }
 
 MpiComm::~MpiComm() {
+  shm_.reset();
+  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+}
+
+std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std::vector<int>& peers) {
+  std::string missing;
+  auto add = [&](std::vector<MPI_Request>& reqs, const std::vector<int>& who) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      int done = 0;
+      if (reqs[i] != MPI_REQUEST_NULL) MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+      if (reqs[i] != MPI_REQUEST_NULL && !done && who[i] >= 0)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(who[i]);
+    }
+  };
+  add(requests, peers);
+  // Rank 0's posted reports tell who never reached this iteration's collective.
+  if (missing.empty() && rank_ == 0) add(report_requests_, report_peers_);
+  return missing;
 }
 
 void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what) {
@@ -67,14 +96,9 @@ void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int
     if (done) return;
     const double now = now_ms();
     if (now > deadline) {
-      std::string missing;
-      for (size_t i = 0; i < requests.size(); ++i) {
-        int one = 0;
-        MPI_Test(&requests[i], &one, MPI_STATUS_IGNORE);
-        if (!one && peers[i] >= 0) missing += (missing.empty() ? "" : ", ") + std::to_string(peers[i]);
-      }
+      const std::string missing = missing_ranks(requests, peers);
       abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
-                        missing.empty() ? "a rank is stuck or has died"
+                        missing.empty() ? std::string("rank 0 names the missing ranks")
                                         : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
     }
     if (now - start < kYieldMs) {
@@ -103,34 +127,72 @@ void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char*
   }
 }
 
-void MpiComm::allreduce_sum(float* data, size_t count, const char* what) { allreduce(data, count, MPI_FLOAT, what); }
+void MpiComm::allreduce_sum(float* data, size_t count, const char* what) {
+  // Small buffers gain nothing from shared memory: two barriers cost more than one message round.
+  constexpr size_t kShmMinFloats = 4096;
+  if (shm_ && count >= kShmMinFloats) {
+    shm_->sum(data, count, [&] { node_barrier(what); });
+    return;
+  }
+  allreduce(data, count, MPI_FLOAT, what);
+}
+
+void MpiComm::node_barrier(const char* what) {
+  requests_.assign(1, MPI_REQUEST_NULL);
+  peers_.assign(1, -1);
+  check_mpi(MPI_Ibarrier(node_, &requests_[0]), "MPI_Ibarrier", what);
+  wait_all(requests_, peers_, what);
+}
+
+void MpiComm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what) {
+  if (!shm_) {
+    Comm::arrive_and_allreduce(data, count, idle_ms, what);
+    return;
+  }
+  bool first = true;
+  const double start = now_ms();
+  shm_->sum(data, count, [&] {
+    node_barrier(what);
+    if (first) *idle_ms = now_ms() - start;  // the first barrier: every rank has arrived
+    first = false;
+  });
+}
 void MpiComm::allreduce_sum(double* data, size_t count, const char* what) {
   allreduce(data, count, MPI_DOUBLE, what);
 }
 
-void MpiComm::gather_then_release(const void* report, size_t bytes, void* reports, void* reply, size_t reply_bytes,
-                                  const char* what) {
+void MpiComm::post_report(const void* report, size_t bytes, void* reports) {
   constexpr int kReportTag = 11;
   const int n = static_cast<int>(bytes);
   if (rank_ == 0) {
     auto* out = static_cast<char*>(reports);
     std::memcpy(out, report, bytes);
-    requests_.assign(static_cast<size_t>(size_ - 1), MPI_REQUEST_NULL);
-    peers_.resize(requests_.size());
+    report_requests_.assign(static_cast<size_t>(size_ - 1), MPI_REQUEST_NULL);
+    report_peers_.resize(report_requests_.size());
     for (int r = 1; r < size_; ++r) {
-      peers_[static_cast<size_t>(r - 1)] = r;
+      report_peers_[static_cast<size_t>(r - 1)] = r;
       check_mpi(MPI_Irecv(out + static_cast<size_t>(r) * bytes, n, MPI_BYTE, r, kReportTag, MPI_COMM_WORLD,
-                          &requests_[static_cast<size_t>(r - 1)]),
-                "MPI_Irecv", what);
+                          &report_requests_[static_cast<size_t>(r - 1)]),
+                "MPI_Irecv", "posting the report receives");
     }
-    wait_all(requests_, peers_, what);
   } else {
-    requests_.assign(1, MPI_REQUEST_NULL);
-    peers_.assign(1, 0);
-    check_mpi(MPI_Isend(report, n, MPI_BYTE, 0, kReportTag, MPI_COMM_WORLD, &requests_[0]), "MPI_Isend", what);
-    wait_all(requests_, peers_, what);
+    report_requests_.assign(1, MPI_REQUEST_NULL);
+    report_peers_.assign(1, 0);
+    check_mpi(MPI_Isend(report, n, MPI_BYTE, 0, kReportTag, MPI_COMM_WORLD, &report_requests_[0]), "MPI_Isend",
+              "sending the report");
   }
-  broadcast(reply, reply_bytes, what);
+}
+
+void MpiComm::finish_reports(const char* what) {
+  wait_all(report_requests_, report_peers_, what);
+  report_requests_.clear();
+}
+
+void MpiComm::barrier(const char* what) {
+  requests_.assign(1, MPI_REQUEST_NULL);
+  peers_.assign(1, -1);
+  check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &requests_[0]), "MPI_Ibarrier", what);
+  wait_all(requests_, peers_, what);
 }
 
 void MpiComm::broadcast(void* data, size_t bytes, const char* what) {

@@ -4,7 +4,10 @@
 // polls (see comm.hpp), bounded by the deadline.
 #include <mpi.h>
 
+#include <memory>
+
 #include "engine/dist/comm.hpp"
+#include "engine/dist/shm_allreduce.hpp"
 
 namespace tandem {
 
@@ -18,20 +21,30 @@ public:
   std::string name() const override { return "mpi"; }
   void allreduce_sum(float* data, size_t count, const char* what) override;
   void allreduce_sum(double* data, size_t count, const char* what) override;
-  void gather_then_release(const void* report, size_t bytes, void* reports, void* reply, size_t reply_bytes,
-                           const char* what) override;
+  void post_report(const void* report, size_t bytes, void* reports) override;
+  void finish_reports(const char* what) override;
+  void barrier(const char* what) override;
+  // With shared memory, the arrival is the shared all-reduce's first barrier.
+  void arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what) override;
   void broadcast(void* data, size_t bytes, const char* what) override;
   [[noreturn]] void abort(const std::string& why) override;
 
 private:
-  // Waits for all requests; on the deadline aborts, naming the ranks behind the
-  // requests still open (peers[i] is the rank request i waits for, -1 if unknown).
+  // Waits for all requests; on the deadline aborts, naming the missing ranks: those
+  // behind the requests still open (peers[i] is the rank request i waits for, -1 if
+  // unknown), or, on rank 0, those whose posted report has not come.
   void wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what);
+  std::string missing_ranks(std::vector<MPI_Request>& requests, const std::vector<int>& peers);
   void allreduce(void* data, size_t count, MPI_Datatype type, const char* what);
+  void node_barrier(const char* what);
 
   int rank_ = 0, size_ = 1;
+  MPI_Comm node_ = MPI_COMM_NULL;       // the ranks on this host
+  std::unique_ptr<ShmAllreduce> shm_;  // when every rank is on this host
   std::vector<MPI_Request> requests_;
   std::vector<int> peers_;
+  std::vector<MPI_Request> report_requests_;  // posted reports, completed by finish_reports()
+  std::vector<int> report_peers_;
 };
 
 }  // namespace tandem

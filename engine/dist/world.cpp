@@ -2,10 +2,18 @@
 // ranks, the single-rank fast path otherwise (also under `mpirun -np 1`).
 #include <cstdlib>
 
+#include "engine/core/clock.hpp"
 #include "engine/dist/local_comm.hpp"
 #include "engine/dist/mpi_comm.hpp"
 
 namespace tandem {
+
+void Comm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what) {
+  const double start = now_ms();
+  barrier(what);
+  *idle_ms = now_ms() - start;
+  allreduce_sum(data, count, what);
+}
 
 std::unique_ptr<Comm> make_world_comm(int* argc, char*** argv) {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");

@@ -40,7 +40,7 @@ bool is_relu(const std::vector<LayerSpec>& layers, size_t i) { return i < layers
 
 }  // namespace
 
-Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
+Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail)
     : dev_(dev), name_(spec.name), input_(spec.input), classes_(spec.classes) {
   TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
                     spec.name, "' has no layers");
@@ -108,7 +108,8 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
   size_t total = 0;
   for (auto& l : layers_) total += l->param_count();
   params_ = Tensor(dev, {static_cast<int64_t>(total)});
-  grads_ = Tensor(dev, {static_cast<int64_t>(total)});
+  grad_buffer_ = Tensor(dev, {static_cast<int64_t>(total + grad_tail)});
+  grads_ = Tensor::view_of(dev, grad_buffer_.data(), {static_cast<int64_t>(total)});
   Rng rng(seed);
   size_t offset = 0;
   for (auto& l : layers_) {

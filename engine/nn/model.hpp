@@ -15,7 +15,10 @@ class Model {
 public:
   // Builds the layers, folding a ReLU that follows a linear or conv2d layer into it,
   // and initialises the parameters deterministically from `seed`.
-  Model(Device& dev, const ModelSpec& spec, uint64_t seed);
+  // grad_tail: floats reserved right after the gradients in the same buffer, so a
+  // few numbers (the trainer's control message) ride along with the gradient
+  // all-reduce instead of costing a collective of their own.
+  Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail = 0);
 
   // x: [batch, ...input]. Returns logits [batch, classes].
   const Tensor& forward(const Tensor& x, const StepContext& ctx);
@@ -25,6 +28,10 @@ public:
 
   Tensor& params() { return params_; }
   Tensor& grads() { return grads_; }
+  // The gradients followed by the tail: what the all-reduce sends.
+  float* grads_with_tail() { return grad_buffer_.data(); }
+  size_t grads_with_tail_count() const { return static_cast<size_t>(grad_buffer_.numel()); }
+  float* grad_tail() { return grad_buffer_.data() + grads_.numel(); }
   size_t param_count() const { return static_cast<size_t>(params_.numel()); }
   const Shape& input_shape() const { return input_; }
   int classes() const { return classes_; }
@@ -44,7 +51,7 @@ private:
   Shape input_;
   int classes_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  Tensor params_, grads_;
+  Tensor params_, grads_, grad_buffer_;
   double macs_per_sample_ = 0.0, first_layer_macs_ = 0.0;
   // Backward stops here: layers before it have no parameters, so no gradient is owed.
   size_t first_param_layer_ = 0;

@@ -1,6 +1,7 @@
 #include "engine/script/experiment_loader.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <optional>
 
@@ -156,7 +157,7 @@ EmulationConfig to_emulation(const json& e) {
       s.worker = get<int>(ev, "worker", "emulation.events[].");
       s.speed = get<double>(ev, "speed", "emulation.events[].");
       s.from = get<int64_t>(ev, "from", "emulation.events[].");
-      s.to = get_optional<int64_t>(ev, "to").value_or(0);
+      s.to = get_optional<int64_t>(ev, "to").value_or(INT64_MAX);  // no end: until the run ends
       c.events.push_back(s);
     }
   }

@@ -219,7 +219,7 @@ std::vector<double> Emulator::relative_throughput(int64_t global_batch, double r
 std::string Emulator::describe() const {
   std::ostringstream os;
   if (!cfg_.enabled) return "emulation off: every worker runs at the machine's speed";
-  os << "emulation: " << world_size_ << " workers, the speed-1 device runs at " << cfg_.reference
+  os << "emulation: " << world_size_ << " workers, the reference (speed 1) device runs at " << cfg_.reference
      << " of one core";
   for (int r = 0; r < world_size_; ++r) {
     const WorkerEmulation& w = workers_[static_cast<size_t>(r)];

@@ -21,9 +21,9 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   rec.iteration = t;
   rec.epoch = t / per_epoch_;
   rec.lr = lr;
-  double loss_sum = 0.0, last_arrival_ms = workers.empty() ? 0.0 : workers[0].idle_ms;
+  double loss_sum = 0.0, stats_ms = 0.0;
   for (const WorkerStats& w : workers) {
-    last_arrival_ms = std::min(last_arrival_ms, w.idle_ms);
+    stats_ms = std::max(stats_ms, w.stats_ms);
     rec.global_batch += w.local_batch;
     loss_sum += w.loss_sum;
     rec.correct += w.correct;
@@ -38,7 +38,7 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
     }
     chrome_.add(w);
   }
-  stats_ms_ += last_arrival_ms;
+  stats_ms_ += stats_ms;
   rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch, 1));
   rec.wall_s = wall_s;
   trace_.write(rec, workers);

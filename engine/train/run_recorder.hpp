@@ -30,8 +30,8 @@ struct RunSummary {
   int64_t parameters = 0;
   double comm_share = 0.0;  // mean over workers of comm_ms / step_ms
   double idle_share = 0.0;  // mean over workers of idle_ms / step_ms
-  // Mean cost per iteration of gathering the stats at rank 0: the time the last rank
-  // to arrive spends at the arrival point, where nobody is waited for.
+  // Mean cost per iteration of gathering the stats at rank 0: the largest time a
+  // rank spent posting and completing its report.
   double stats_ms = 0.0;
 };
 

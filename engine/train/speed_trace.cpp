@@ -50,8 +50,9 @@ std::vector<std::string> fields_of(const std::string& line) {
 SpeedTrace SpeedTrace::load(const std::string& path, int workers) {
   std::ifstream in(path);
   if (!in)
-    TANDEM_FAIL_HINT("check the path of emulation.speed_trace (relative paths start where tandem runs)",
-                     "cannot open speed trace '", path, "'");
+    TANDEM_FAIL_HINT(
+        "check emulation.speed_trace: a relative path is looked up where tandem runs, then beside the experiment file",
+        "cannot open speed trace '", path, "'");
   return parse(in, path, workers);
 }
 

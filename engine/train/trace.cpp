@@ -31,11 +31,12 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
     const WorkerStats& w = workers[i];
     fmt::format_to(out,
                    "{}{{\"rank\":{},\"local_batch\":{},\"data_ms\":{:.4f},\"compute_ms\":{:.4f},"
-                   "\"real_compute_ms\":{:.4f},\"idle_ms\":{:.4f},\"comm_ms\":{:.4f},\"optimizer_ms\":{:.4f},"
+                   "\"real_compute_ms\":{:.4f},\"idle_ms\":{:.4f},\"comm_ms\":{:.4f},"
+                   "\"stats_ms\":{:.4f},\"optimizer_ms\":{:.4f},"
                    "\"step_ms\":{:.4f},\"samples_per_s\":{:.1f},\"loss_sum\":{:.6g},\"correct\":{},"
                    "\"memory_mb\":{:.2f},\"speed\":{:.4g}}}",
-                   i ? "," : "", w.rank, w.local_batch, w.data_ms, w.compute_ms, w.real_compute_ms, w.idle_ms,
-                   w.comm_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, w.loss_sum, w.correct, w.memory_mb,
+                   i ? "," : "", w.rank, w.local_batch, w.data_ms, w.compute_ms, w.real_compute_ms,
+                   w.idle_ms, w.comm_ms, w.stats_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, w.loss_sum, w.correct, w.memory_mb,
                    w.speed);
   }
   line_ += "]}\n";

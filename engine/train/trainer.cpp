@@ -15,6 +15,7 @@
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/train/batch_loader.hpp"
+#include "engine/train/calibration.hpp"
 #include "engine/train/emulator.hpp"
 #include "engine/train/evaluate.hpp"
 #include "engine/train/plan.hpp"
@@ -52,14 +53,27 @@ std::string shared_run_dir(const ExperimentConfig& cfg, Comm& comm) {
 }
 
 // The iteration's plan, from the experiment (a later issue lets a policy change it).
-Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int world, double real_ms_per_sample) {
+// `proportional` gives each worker a share proportional to its emulated throughput
+// at the batch it will run: a worker's samples/s depends on its batch (fixed costs
+// weigh more on small batches), so the split is refined a few times until the
+// shares it gives reproduce themselves.
+Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int world, const DeviceProfile& machine) {
   Plan plan;
   if (cfg.plan.kind == "fixed") {
     plan.local_batch = cfg.plan.batches;
   } else if (cfg.plan.kind == "proportional") {
     TANDEM_CHECK_HINT(cfg.emulation.enabled, "set emulation = {...} or use plan = {kind = 'equal'}",
                       "plan 'proportional' divides the batch by emulated speeds, but no emulation is configured");
-    plan = Plan::proportional(emulator.relative_throughput(cfg.global_batch, real_ms_per_sample), cfg.global_batch);
+    plan = Plan::equal(world, cfg.global_batch);
+    for (int round = 0; round < 8; ++round) {
+      std::vector<double> throughput(static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) {
+        const double b = static_cast<double>(std::max<int64_t>(plan.local_batch[static_cast<size_t>(r)], 1));
+        throughput[static_cast<size_t>(r)] =
+            b / emulator.stretch(r, 0, static_cast<int64_t>(b), profile_ms(machine, b)).target_ms;
+      }
+      plan = Plan::proportional(throughput, cfg.global_batch);
+    }
   } else {
     plan = Plan::equal(world, cfg.global_batch);
   }
@@ -90,29 +104,29 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
   if (cfg.stop.max_iterations) total = std::min(total, *cfg.stop.max_iterations);
   const int64_t eval_every = cfg.eval_every > 0 ? cfg.eval_every : per_epoch;
 
-  Model model(dev, cfg.model, cfg.seed);  // the same seed on every rank: identical initial weights
+  // The same seed on every rank: identical initial weights. One float rides after
+  // the gradients through the all-reduce: rank 0's stop decision.
+  Model model(dev, cfg.model, cfg.seed, /*grad_tail=*/1);
   Sgd sgd(dev, model.param_count(), cfg.optimizer);
   LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, per_epoch, total);
   TrainStep step(model, sgd);
   BatchLoader loader(*train_set, sampler, dev);
   Emulator emulator(cfg.emulation, world);
 
-  // A proportional plan over device profiles needs this machine's real cost per
-  // sample; rank 0 measures it once and every rank uses its number.
-  double real_ms_per_sample = 0.0;
-  if (cfg.plan.kind == "proportional") {
-    if (rank == 0) {
-      const int64_t b = std::max<int64_t>(cfg.global_batch / world, 1);
-      const Tensor& x = loader.load(0, 0, b);
-      StepContext warm;
-      step.compute(x, loader.labels(), warm);  // warm-up
-      const Stopwatch sw;
-      step.compute(x, loader.labels(), warm);
-      real_ms_per_sample = sw.elapsed_ms() / static_cast<double>(b);
-    }
-    comm.broadcast(&real_ms_per_sample, sizeof real_ms_per_sample, "sharing the calibration");
+  // Emulated compute times stretch this machine's calibrated compute time (see
+  // calibration.hpp); rank 0 measures it alone and every rank uses its numbers.
+  DeviceProfile machine;
+  if (cfg.emulation.enabled) {
+    if (rank == 0) machine = calibrate_compute(step, loader, cfg.global_batch);
+    size_t points = machine.ms.size();
+    comm.broadcast(&points, sizeof points, "sharing the compute calibration");
+    machine.ms.resize(points);
+    comm.broadcast(machine.ms.data(), points * sizeof(double), "sharing the compute calibration");
+    machine.batch.clear();
+    for (int64_t b = 1; machine.batch.size() < points; b = std::min<int64_t>(b * 2, cfg.global_batch))
+      machine.batch.push_back(static_cast<double>(b));
   }
-  Plan plan = initial_plan(cfg, emulator, world, real_ms_per_sample);
+  Plan plan = initial_plan(cfg, emulator, world, machine);
 
   RunSummary summary;
   summary.workers = world;
@@ -134,16 +148,20 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
     recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total);
   }
 
-  // The clock origin: every rank starts counting right after this exchange.
+  // The clock origin: every rank starts counting right after this all-reduce.
   std::vector<WorkerStats> reports(static_cast<size_t>(world));
-  WorkerStats mine;
-  Control control;
-  comm.gather_then_release(&mine, sizeof mine, reports.data(), &control, sizeof control, "start-up");
+  WorkerStats mine;  // the stats of this rank's previous iteration (none yet)
+  double ready = 1.0;
+  comm.allreduce_sum(&ready, 1, "start-up");
   const double origin = now_ms();
+  bool stop_after = false;
 
   double train_ms = 0.0;
   int64_t samples_done = 0;
   bool warned_clamp = false;
+  double link_delay_ms = 0.0;
+  for (int r = 0; r < world; ++r) link_delay_ms = std::max(link_delay_ms, emulator.comm_delay_ms(r));
+  int64_t overruns = 0;  // steps whose real compute outlasted the emulated time (contention)
   summary.stop_reason = "epochs";
   int64_t t = 0;
   // Rank 0 records iteration t-1 once its stats have arrived with iteration t's.
@@ -172,13 +190,13 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
     const LossResult loss = step.compute(x, loader.labels(), ctx);
     now.real_compute_ms = now_ms() - compute_start;
     if (cfg.emulation.enabled) {
-      const Stretch s = emulator.stretch(rank, t, my_batch, now.real_compute_ms);
+      const Stretch s = emulator.stretch(rank, t, my_batch, profile_ms(machine, static_cast<double>(my_batch)));
       if (s.clamped && !warned_clamp) {
-        spdlog::warn("emulation asks rank {} for {:.2f} ms but the real compute took {:.2f} ms; running at real speed "
-                     "when the emulated device would be faster (lower emulation.reference to avoid this)",
-                     rank, s.target_ms, now.real_compute_ms);
+        spdlog::warn("rank {} is emulated faster than this machine computes ({:.2f} ms for {} samples); it runs at "
+                     "real speed (lower emulation.reference to avoid this)", rank, s.target_ms, my_batch);
         warned_clamp = true;
       }
+      if (now.real_compute_ms > s.target_ms) ++overruns;
       sleep_until_ms(compute_start + s.target_ms);
       now.speed = emulator.speed(rank, t);
     }
@@ -188,19 +206,28 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
     now.samples_per_s = now.compute_ms > 0 ? static_cast<double>(my_batch) / (now.compute_ms / 1000.0) : 0.0;
     now.memory_mb = static_cast<double>(dev.bytes_in_use()) / (1024.0 * 1024.0);
 
-    // Arrival: the previous iteration's stats travel to rank 0, which answers.
-    const double arrive = now_ms();
-    if (rank == 0)
-      control.stop_after = g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds);
-    comm.gather_then_release(&mine, sizeof mine, reports.data(), &control, sizeof control, "the arrival point");
-    now.idle_ms = now_ms() - arrive;
-
-    const double comm_start = now_ms();
+    // Synchronisation. The previous iteration's stats go to rank 0 on the way (no
+    // wait); every rank waits for the slowest to arrive (idle), then the gradients
+    // are summed (comm), with rank 0's stop decision riding in the buffer's tail. An
+    // emulated slow link holds every rank: a collective is as slow as its slowest link.
+    const double sync_start = now_ms();
+    comm.post_report(&mine, sizeof mine, reports.data());
+    now.stats_ms = now_ms() - sync_start;
+    const bool stop_here =
+        rank == 0 && (g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds));
     if (world > 1) {
-      if (const double delay = emulator.comm_delay_ms(rank); delay > 0) sleep_until_ms(comm_start + delay);
-      comm.allreduce_sum(model.grads().data(), model.param_count(), "the gradient all-reduce");
+      model.grad_tail()[0] = stop_here ? 1.0f : 0.0f;
+      comm.arrive_and_allreduce(model.grads_with_tail(), model.grads_with_tail_count(), &now.idle_ms,
+                                "the gradient all-reduce");
+      stop_after = model.grad_tail()[0] > 0.5f;
+      if (link_delay_ms > 0) sleep_until_ms(now_ms() + link_delay_ms);
+    } else {
+      stop_after = stop_here;
     }
-    now.comm_ms = now_ms() - comm_start;
+    now.comm_ms = now_ms() - sync_start - now.stats_ms - now.idle_ms;
+    const double reports_start = now_ms();
+    comm.finish_reports("the stats reports");
+    now.stats_ms += now_ms() - reports_start;
 
     const double opt_start = now_ms();
     step.update(cfg.global_batch, schedule.at(t));
@@ -234,15 +261,19 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
         break;
       }
     }
-    if (control.stop_after) {
+    if (stop_after) {
       summary.stop_reason = g_interrupted ? "interrupted" : "max_seconds";
       if (rank == 0 && g_interrupted) spdlog::warn("interrupted: stopping after iteration {}", t + 1);
       ++t;
       break;
     }
   }
+  if (overruns > t / 20)
+    spdlog::warn("rank {}: {} of {} steps computed longer than their emulated time (the cores are oversubscribed); "
+                 "lower emulation.reference or use fewer workers for a faithful emulation", rank, overruns, t);
   // The last iteration's stats.
-  comm.gather_then_release(&mine, sizeof mine, reports.data(), &control, sizeof control, "the final stats");
+  comm.post_report(&mine, sizeof mine, reports.data());
+  comm.finish_reports("the final stats reports");
   record(t - 1);
 
   if (summary.stop_reason == "epochs" && cfg.stop.max_iterations && t == *cfg.stop.max_iterations &&

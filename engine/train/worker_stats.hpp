@@ -17,8 +17,12 @@ struct WorkerStats {
   double data_ms = 0.0;     // sampling and gathering the batch
   double compute_ms = 0.0;  // forward + backward, including emulated stretch
   double real_compute_ms = 0.0;  // forward + backward as really measured
-  double idle_ms = 0.0;     // waiting at the arrival point for slower ranks
-  double comm_ms = 0.0;     // gradient all-reduce (transfer), emulated link delay included
+  // Waiting for slower ranks before the gradient all-reduce, kept out of comm_ms so
+  // comm_ms is the transfer alone (as well as an arrival barrier can separate them:
+  // the barrier's own latency counts as idle).
+  double idle_ms = 0.0;
+  double comm_ms = 0.0;     // the gradient all-reduce, emulated link delay included
+  double stats_ms = 0.0;    // posting and completing the stats report to rank 0
   double optimizer_ms = 0.0;
   double step_ms = 0.0;     // the whole iteration on this rank
   double samples_per_s = 0.0;  // local_batch / compute time
@@ -30,10 +34,5 @@ struct WorkerStats {
 
 static_assert(std::is_trivially_copyable_v<WorkerStats>, "WorkerStats travels as bytes");
 
-// Rank 0's answer at the arrival point of iteration t.
-struct Control {
-  int32_t stop_after = 0;  // 1: this is the last iteration
-  int32_t reserved = 0;
-};
 
 }  // namespace tandem

@@ -102,7 +102,7 @@ M.schema = record {
       worker = integer(0, { min = 0 }),
       speed = number(1, { gt = 0, doc = 'multiplies the worker speed while active' }),
       from = integer(0, { min = 0, doc = 'first iteration' }),
-      to = integer(nil, { min = 1, doc = 'iteration it ends before' }),
+      to = integer(nil, { min = 1, doc = 'iteration it ends before; default: the end of the run' }),
     }, { doc = 'scheduled slowdowns: {worker = 3, speed = 0.3, from = 200, to = 300}' }),
     random = record {
       probability = number(0, { min = 0, max = 1, doc = 'per worker and iteration' }),
@@ -547,6 +547,13 @@ function M.resolve(exp, overrides, source)
       fail(ctx, 'emulation.random.' .. pair[1], string.format("'emulation.random.%s' must be {min, max}", pair[1]),
            string.format('write emulation.random.%s = {min, max}', pair[1]))
     end
+  end
+
+  -- A relative trace path is read relative to the working directory, else to the
+  -- experiment file's folder.
+  if emu.speed_trace and emu.speed_trace:sub(1, 1) ~= '/' and not file_exists(emu.speed_trace) then
+    local beside = dirname(source) .. '/' .. emu.speed_trace
+    if file_exists(beside) then emu.speed_trace = beside end
   end
 
   local data = exp.data

@@ -5,3 +5,4 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 mkdir -p bench-results
 /usr/bin/python3 tools/bench/mlp_vs_torch.py "$build" --out bench-results/mlp_vs_torch.json
+/usr/bin/python3 tools/bench/hetero_balance.py "$build" --out bench-results/hetero_balance.json

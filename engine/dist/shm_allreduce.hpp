@@ -1,0 +1,37 @@
+#pragma once
+// All-reduce through shared memory, for ranks that share one host (the emulated
+// clusters of this project, and any multi-GPU box's CPU path). Each rank copies its
+// buffer into its slot of an MPI-3 shared window; after a barrier each rank sums
+// its 1/N share of the buffer over all slots (a reduce-scatter, in rank order, so
+// every rank gets bit-identical sums); after a second barrier each rank copies the
+// whole result out. That is two barriers and a few memory passes, instead of the
+// message rounds of a general all-reduce that need all ranks scheduled at once —
+// costly when ranks outnumber cores.
+#include <mpi.h>
+
+#include <cstddef>
+#include <functional>
+
+namespace tandem {
+
+class ShmAllreduce {
+public:
+  // node: a communicator of the ranks on this host (all of the world's ranks).
+  explicit ShmAllreduce(MPI_Comm node);
+  ~ShmAllreduce();
+  ShmAllreduce(const ShmAllreduce&) = delete;
+  ShmAllreduce& operator=(const ShmAllreduce&) = delete;
+  // In-place SUM. barrier() must complete an MPI barrier over `node` (the caller's,
+  // so it keeps its deadline and its polling).
+  void sum(float* data, size_t count, const std::function<void()>& barrier);
+
+private:
+  void reserve(size_t count);  // collective: every rank calls it with the same count
+  MPI_Comm node_;
+  int rank_ = 0, size_ = 1;
+  MPI_Win window_ = MPI_WIN_NULL;
+  float* base_ = nullptr;  // slot 0 .. size-1, then the result
+  size_t capacity_ = 0;    // floats per slot
+};
+
+}  // namespace tandem

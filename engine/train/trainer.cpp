@@ -52,6 +52,19 @@ std::string shared_run_dir(const ExperimentConfig& cfg, Comm& comm) {
   return path;
 }
 
+// Rank 0 calibrates alone (the others wait, sleeping) and every rank gets its numbers.
+DeviceProfile shared_calibration(TrainStep& step, BatchLoader& loader, int64_t max_batch, Comm& comm) {
+  DeviceProfile machine;
+  if (comm.rank() == 0) machine = calibrate_compute(step, loader, max_batch);
+  size_t points = machine.ms.size();
+  comm.broadcast(&points, sizeof points, "sharing the compute calibration");
+  machine.batch.resize(points);
+  machine.ms.resize(points);
+  comm.broadcast(machine.batch.data(), points * sizeof(double), "sharing the compute calibration");
+  comm.broadcast(machine.ms.data(), points * sizeof(double), "sharing the compute calibration");
+  return machine;
+}
+
 // The iteration's plan, from the experiment (a later issue lets a policy change it).
 // `proportional` gives each worker a share proportional to its emulated throughput
 // at the batch it will run: a worker's samples/s depends on its batch (fixed costs
@@ -116,16 +129,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
   // Emulated compute times stretch this machine's calibrated compute time (see
   // calibration.hpp); rank 0 measures it alone and every rank uses its numbers.
   DeviceProfile machine;
-  if (cfg.emulation.enabled) {
-    if (rank == 0) machine = calibrate_compute(step, loader, cfg.global_batch);
-    size_t points = machine.ms.size();
-    comm.broadcast(&points, sizeof points, "sharing the compute calibration");
-    machine.ms.resize(points);
-    comm.broadcast(machine.ms.data(), points * sizeof(double), "sharing the compute calibration");
-    machine.batch.clear();
-    for (int64_t b = 1; machine.batch.size() < points; b = std::min<int64_t>(b * 2, cfg.global_batch))
-      machine.batch.push_back(static_cast<double>(b));
-  }
+  if (cfg.emulation.enabled) machine = shared_calibration(step, loader, cfg.global_batch, comm);
   Plan plan = initial_plan(cfg, emulator, world, machine);
 
   RunSummary summary;

@@ -31,7 +31,7 @@ void check_mpi(int rc, const char* call, const char* what) {
 // that window, and a rank that still has compute to do gets the core whenever it
 // wants it. Past that the wait is for a slower rank, and the waiter sleeps between
 // polls, backing off to the cap, so it costs no CPU at all.
-constexpr double kYieldMs = 2.0;
+constexpr double kYieldMs = 0.5;
 constexpr int kFirstSleepUs = 20, kMaxSleepUs = 100;
 
 }  // namespace

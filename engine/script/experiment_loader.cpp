@@ -173,6 +173,14 @@ EmulationConfig to_emulation(const json& e) {
     c.random.max_speed = sp[1];
   }
   c.speed_trace = get_optional<std::string>(e, "speed_trace").value_or("");
+  if (e.contains("calibration")) {
+    DeviceProfile p{get_list<double>(e.at("calibration"), "batch"), get_list<double>(e.at("calibration"), "ms")};
+    if (!p.batch.empty() || !p.ms.empty()) {
+      TANDEM_CHECK_HINT(p.batch.size() == p.ms.size(), "copy both lists from a run's calibration.json",
+                        "emulation.calibration has ", p.batch.size(), " batches but ", p.ms.size(), " times");
+      c.calibration = p;
+    }
+  }
   return c;
 }
 

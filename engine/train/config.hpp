@@ -84,6 +84,10 @@ struct EmulationConfig {
   std::vector<SlowdownEvent> events;
   RandomSlowdowns random;
   std::string speed_trace;  // file: one line per iteration, one speed multiplier per worker
+  // This machine's compute ms by batch, as calibrated at start-up (calibration.hpp)
+  // and written to the run directory; given here it replaces the calibration, so
+  // several runs (a benchmark's) stretch the same numbers.
+  std::optional<DeviceProfile> calibration;
 };
 
 // How the global batch is split across workers, until a policy (a later issue)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "engine/core/clock.hpp"
@@ -129,7 +130,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
   // Emulated compute times stretch this machine's calibrated compute time (see
   // calibration.hpp); rank 0 measures it alone and every rank uses its numbers.
   DeviceProfile machine;
-  if (cfg.emulation.enabled) machine = shared_calibration(step, loader, cfg.global_batch, comm);
+  if (cfg.emulation.enabled)
+    machine = cfg.emulation.calibration ? *cfg.emulation.calibration
+                                        : shared_calibration(step, loader, cfg.global_batch, comm);
   Plan plan = initial_plan(cfg, emulator, world, machine);
 
   RunSummary summary;
@@ -148,7 +151,11 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
                  train_set->name(), train_set->size(), test_set->size(), cfg.global_batch, per_epoch, total);
     spdlog::info("{} worker(s) over {}; plan {} ({})", world, comm.name(),
                  cfg.plan.kind == "random" ? "changing every iteration" : plan.str(), cfg.plan.kind);
-    if (cfg.emulation.enabled) spdlog::info("emulated heterogeneity:\n{}", emulator.describe());
+    if (cfg.emulation.enabled) {
+      spdlog::info("emulated heterogeneity:\n{}", emulator.describe());
+      nlohmann::json cal{{"batch", machine.batch}, {"ms", machine.ms}};
+      write_text_file(summary.run_dir + "/calibration.json", cal.dump() + "\n");
+    }
     recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total);
   }
 

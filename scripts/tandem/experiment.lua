@@ -111,6 +111,10 @@ M.schema = record {
       seed = integer(1, { min = 0, max = MAX_SEED }),
     },
     speed_trace = string_(nil, { doc = 'file: a line per iteration, a speed multiplier per rank' }),
+    calibration = record {
+      batch = list(number(nil, { gt = 0 }), { doc = 'batches of a previous run\'s calibration.json' }),
+      ms = list(number(nil, { gt = 0 }), { doc = 'its compute ms; given, it replaces the start-up calibration' }),
+    },
   },
 }
 

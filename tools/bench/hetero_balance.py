@@ -30,31 +30,40 @@ B = 512
 REFERENCE = 0.125  # the speed-1 device, as a fraction of one core (--reference)
 
 
-def run(build, out_root, name, args, reference):
+def run(build, out_root, name, args):
     out = os.path.join(out_root, name)
     cmd = [f"{build}/tandem", "run", "scripts/experiments/quickstart.lua", "--out", out, "log_level=warn",
-           "eval_every=100000", "stop.target_accuracy=1", "emulation.reference=" + str(reference)] + args
+           "eval_every=100000", "stop.target_accuracy=1"] + args
     subprocess.run(cmd, check=True)
     with open(os.path.join(out, "summary.json")) as f:
         return json.load(f)
 
 
 def main():
-    global run
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build")
-    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--reference", type=float, default=REFERENCE)
     ap.add_argument("--out")
     args = ap.parse_args()
     iters = f"stop.max_iterations={args.iterations}"
-    plain_run = run
-    run = lambda build, root, name, a: plain_run(build, root, name, a, args.reference)
     root = tempfile.mkdtemp(prefix="tandem-hetero-")
+    common = [f"emulation.reference={args.reference}"]
+
+    def go(name, extra):
+        return run(args.build, root, name, extra + common)
+
+    # One calibration of this machine's compute for every run, so all of them
+    # stretch the same numbers (a calibration per run would add its noise).
+    go("calibrate", ["stop.max_iterations=1", f"global_batch={B}", "emulation.speeds=1"])
+    with open(os.path.join(root, "calibrate", "calibration.json")) as f:
+        cal = json.load(f)
+    common += ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
+               "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"])]
 
     alone = []
     for rank, speed in enumerate(SPEEDS):
-        s = run(args.build, root, f"alone{rank}", [iters, f"global_batch={B // len(SPEEDS)}",
+        s = go(f"alone{rank}", [iters, f"global_batch={B // len(SPEEDS)}",
                                                    f"emulation.speeds={speed}"])
         alone.append(s["samples_per_s"])
         print(f"worker {rank} alone (speed {speed}): {s['samples_per_s']:.0f} samples/s", file=sys.stderr)
@@ -63,7 +72,7 @@ def main():
     speeds = ",".join(str(s) for s in SPEEDS)
     results = {}
     for plan in ("equal", "proportional"):
-        s = run(args.build, root, plan, [iters, f"global_batch={B}", "--workers", str(len(SPEEDS)),
+        s = go(plan, [iters, f"global_batch={B}", "--workers", str(len(SPEEDS)),
                                          f"emulation.speeds={speeds}", f"plan.kind={plan}"])
         results[plan] = {"samples_per_s": s["samples_per_s"], "fraction_of_ideal": s["samples_per_s"] / ideal,
                          "idle_share": s["idle_share"], "comm_share": s["comm_share"],
@@ -76,7 +85,7 @@ def main():
 
     comm = {}
     for n in (1, 2, 4):
-        s = run(args.build, root, f"comm{n}", [iters, f"global_batch={B}", "--workers", str(n),
+        s = go(f"comm{n}", [iters, f"global_batch={B}", "--workers", str(n),
                                                "emulation.speeds=" + ",".join(["1"] * n)])
         step_ms = 1000.0 * B / s["samples_per_s"]
         comm[n] = {"comm_share": s["comm_share"], "step_ms": step_ms,

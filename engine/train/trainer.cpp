@@ -235,7 +235,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
     } else {
       stop_after = stop_here;
     }
-    now.comm_ms = now_ms() - sync_start - now.stats_ms - now.idle_ms;
+    if (world > 1) now.comm_ms = now_ms() - sync_start - now.stats_ms - now.idle_ms;
     const double reports_start = now_ms();
     comm.finish_reports("the stats reports");
     now.stats_ms += now_ms() - reports_start;

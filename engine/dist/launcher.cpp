@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <climits>
 #include <cstring>
 
@@ -32,6 +33,10 @@ std::vector<std::string> mpirun_command(int workers, const std::vector<std::stri
 
 void launch_local_ranks(int workers, const std::vector<std::string>& args) {
   const std::vector<std::string> cmd = mpirun_command(workers, args);
+  // OpenBLAS sizes its thread pool when it loads, before tandem can call
+  // openblas_set_num_threads; idle pool threads spin for a while after each GEMM,
+  // taking cores from the other ranks. One thread per rank unless asked otherwise.
+  setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
   std::vector<char*> argv;
   for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

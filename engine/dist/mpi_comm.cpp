@@ -86,14 +86,12 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
   return missing;
 }
 
-void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what) {
+void MpiComm::poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,
+                         const std::vector<int>& peers, const char* what) {
   const double start = now_ms(), deadline = start + timeout_s_ * 1000.0;
   int sleep_us = kFirstSleepUs;
   for (;;) {
-    int done = 0;
-    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-              "MPI_Testall", what);
-    if (done) return;
+    if (done()) return;
     const double now = now_ms();
     if (now > deadline) {
       const std::string missing = missing_ranks(requests, peers);
@@ -108,6 +106,17 @@ void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min(sleep_us * 2, kMaxSleepUs);
   }
+}
+
+void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what) {
+  poll_until(
+      [&] {
+        int done = 0;
+        check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+                  "MPI_Testall", what);
+        return done != 0;
+      },
+      requests, peers, what);
 }
 
 void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char* what) {
@@ -131,17 +140,25 @@ void MpiComm::allreduce_sum(float* data, size_t count, const char* what) {
   // Small buffers gain nothing from shared memory: two barriers cost more than one message round.
   constexpr size_t kShmMinFloats = 4096;
   if (shm_ && count >= kShmMinFloats) {
-    shm_->sum(data, count, [&] { node_barrier(what); });
+    shm_->sum(data, count, shm_wait(what));
     return;
   }
   allreduce(data, count, MPI_FLOAT, what);
 }
 
-void MpiComm::node_barrier(const char* what) {
-  requests_.assign(1, MPI_REQUEST_NULL);
-  peers_.assign(1, -1);
-  check_mpi(MPI_Ibarrier(node_, &requests_[0]), "MPI_Ibarrier", what);
-  wait_all(requests_, peers_, what);
+ShmAllreduce::Wait MpiComm::shm_wait(const char* what) {
+  return [this, what](const std::function<bool()>& open) {
+    requests_.clear();
+    peers_.clear();
+    // MPI_Test keeps the posted reports moving while waiting on shared memory.
+    poll_until(
+        [&] {
+          int flag = 0;
+          MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+          return open();
+        },
+        requests_, peers_, what);
+  };
 }
 
 void MpiComm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what) {
@@ -149,13 +166,8 @@ void MpiComm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, c
     Comm::arrive_and_allreduce(data, count, idle_ms, what);
     return;
   }
-  bool first = true;
-  const double start = now_ms();
-  shm_->sum(data, count, [&] {
-    node_barrier(what);
-    if (first) *idle_ms = now_ms() - start;  // the first barrier: every rank has arrived
-    first = false;
-  });
+  // The shared all-reduce's first barrier is the arrival: every rank is there.
+  shm_->sum(data, count, shm_wait(what), idle_ms);
 }
 void MpiComm::allreduce_sum(double* data, size_t count, const char* what) {
   allreduce(data, count, MPI_DOUBLE, what);

@@ -4,6 +4,7 @@
 // polls (see comm.hpp), bounded by the deadline.
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 
 #include "engine/dist/comm.hpp"
@@ -35,8 +36,12 @@ private:
   // unknown), or, on rank 0, those whose posted report has not come.
   void wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what);
   std::string missing_ranks(std::vector<MPI_Request>& requests, const std::vector<int>& peers);
+  // The poll loop itself: until done() is true, yielding then sleeping, aborting
+  // with the missing ranks at the deadline.
+  void poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,
+                  const std::vector<int>& peers, const char* what);
   void allreduce(void* data, size_t count, MPI_Datatype type, const char* what);
-  void node_barrier(const char* what);
+  ShmAllreduce::Wait shm_wait(const char* what);
 
   int rank_ = 0, size_ = 1;
   MPI_Comm node_ = MPI_COMM_NULL;       // the ranks on this host

@@ -3,18 +3,53 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 
+#include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 
 namespace tandem {
 
+// Lock-free atomics are address-free, so they work between processes.
+struct ShmAllreduce::Control {
+  std::atomic<int> arrived;
+  std::atomic<int> sense;
+};
+static_assert(std::atomic<int>::is_always_lock_free, "the shared barrier needs lock-free atomics");
+
 ShmAllreduce::ShmAllreduce(MPI_Comm node) : node_(node) {
   MPI_Comm_rank(node_, &rank_);
   MPI_Comm_size(node_, &size_);
+  void* mine = nullptr;
+  const int rc = MPI_Win_allocate_shared(rank_ == 0 ? static_cast<MPI_Aint>(sizeof(Control)) : 0, 1, MPI_INFO_NULL,
+                                         node_, &mine, &control_window_);
+  TANDEM_CHECK_HINT(rc == MPI_SUCCESS, "check /dev/shm is writable", "MPI_Win_allocate_shared for the barrier failed");
+  MPI_Aint size = 0;
+  int disp = 0;
+  void* base = nullptr;
+  MPI_Win_shared_query(control_window_, 0, &size, &disp, &base);
+  control_ = static_cast<Control*>(base);
+  if (rank_ == 0) {
+    new (&control_->arrived) std::atomic<int>(0);
+    new (&control_->sense) std::atomic<int>(0);
+  }
+  MPI_Barrier(node_);  // set up once: a blocking barrier is fine here
 }
 
 ShmAllreduce::~ShmAllreduce() {
   if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+  if (control_window_ != MPI_WIN_NULL) MPI_Win_free(&control_window_);
+}
+
+void ShmAllreduce::barrier(const Wait& wait) {
+  sense_ = 1 - sense_;
+  if (control_->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
+    control_->arrived.store(0, std::memory_order_relaxed);
+    control_->sense.store(sense_, std::memory_order_release);  // the last one opens it
+    return;
+  }
+  const int want = sense_;
+  wait([this, want] { return control_->sense.load(std::memory_order_acquire) == want; });
 }
 
 void ShmAllreduce::reserve(size_t count) {
@@ -33,15 +68,14 @@ void ShmAllreduce::reserve(size_t count) {
   capacity_ = count;
 }
 
-void ShmAllreduce::sum(float* data, size_t count, const std::function<void()>& barrier) {
+void ShmAllreduce::sum(float* data, size_t count, const Wait& wait, double* arrival_ms) {
   reserve(count);
   const size_t slot = capacity_;
   std::memcpy(base_ + static_cast<size_t>(rank_) * slot, data, count * sizeof(float));
-  // The barrier orders the shared stores for the other processes (x86 keeps stores
-  // in order; the fences keep the compiler from moving them across).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  barrier();  // every slot written
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The barrier's release/acquire pair orders the slot writes for the readers.
+  const double start = now_ms();
+  barrier(wait);  // every slot written
+  if (arrival_ms) *arrival_ms = now_ms() - start;
   // This rank's share [begin, end) of the sum, over the slots in rank order.
   const size_t chunk = (count + static_cast<size_t>(size_) - 1) / static_cast<size_t>(size_);
   const size_t begin = std::min(count, chunk * static_cast<size_t>(rank_)), end = std::min(count, begin + chunk);
@@ -53,9 +87,7 @@ void ShmAllreduce::sum(float* data, size_t count, const std::function<void()>& b
       for (size_t i = begin; i < end; ++i) result[i] += src[i];
     }
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  barrier();  // every share summed
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  barrier(wait);  // every share summed
   std::memcpy(data, result, count * sizeof(float));
   // The next call overwrites the slots and the result only after its first
   // barrier, which no rank passes before every rank has copied this result out.

@@ -6,7 +6,9 @@
 // every rank gets bit-identical sums); after a second barrier each rank copies the
 // whole result out. That is two barriers and a few memory passes, instead of the
 // message rounds of a general all-reduce that need all ranks scheduled at once —
-// costly when ranks outnumber cores.
+// costly when ranks outnumber cores. The barriers themselves live in the window too
+// (a counter and a sense flag): arriving is one atomic add, and a waiter needs no
+// other rank to be scheduled to see the barrier open, unlike MPI's message rounds.
 #include <mpi.h>
 
 #include <cstddef>
@@ -21,9 +23,14 @@ public:
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
-  // In-place SUM. barrier() must complete an MPI barrier over `node` (the caller's,
-  // so it keeps its deadline and its polling).
-  void sum(float* data, size_t count, const std::function<void()>& barrier);
+  // Waits until open() is true: the caller's poll loop, with its deadline and its
+  // yielding and sleeping.
+  using Wait = std::function<void(const std::function<bool()>& open)>;
+  // In-place SUM. *arrival_ms, if given, gets the time spent in the first barrier
+  // (waiting for every rank to arrive).
+  void sum(float* data, size_t count, const Wait& wait, double* arrival_ms = nullptr);
+  // A barrier over the node's ranks, through the shared window.
+  void barrier(const Wait& wait);
 
 private:
   void reserve(size_t count);  // collective: every rank calls it with the same count
@@ -32,6 +39,11 @@ private:
   MPI_Win window_ = MPI_WIN_NULL;
   float* base_ = nullptr;  // slot 0 .. size-1, then the result
   size_t capacity_ = 0;    // floats per slot
+  // The barrier's shared state (its own small window) and this rank's sense.
+  MPI_Win control_window_ = MPI_WIN_NULL;
+  struct Control;
+  Control* control_ = nullptr;
+  int sense_ = 0;
 };
 
 }  // namespace tandem

@@ -1,0 +1,293 @@
+// Several ranks end to end through the tandem binary: what the traces hold for every
+// worker (trace.jsonl and trace.perfetto.json), emulated heterogeneity where it was
+// asked for (a scheduled slowdown, a proportional plan from static speeds, a
+// communication delay), a hung rank named at the collective deadline, the same
+// binary under an external mpirun, and the single-rank fast path.
+// Runs are short (30-60 iterations of a 64-unit MLP) so the file fits in about a
+// minute on two cores.
+#define BOOST_TEST_MODULE distributed
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/unit/test_support.hpp"
+
+using namespace tandem::testing;
+using nlohmann::json;
+
+namespace {
+
+const TempDir& scratch() {
+  static TempDir dir("distributed");
+  return dir;
+}
+
+std::string quickstart() { return std::string(TANDEM_SOURCE_DIR) + "/scripts/experiments/quickstart.lua"; }
+
+// The overrides every run here shares: small model, no evaluations, quiet.
+const char* const kSmall = " model_args.hidden=64 eval_every=100000 stop.target_accuracy=1 log_level=warn";
+
+struct RunResult {
+  int status = -1;    // exit status, -1 when killed by a signal
+  double seconds = 0; // wall time of the whole command
+  std::string output; // stdout and stderr together
+};
+
+// Runs `prefix TANDEM_BINARY run EXPERIMENT <small overrides> --out DIR ARGS`, output
+// to <name>.log. prefix: e.g. an external mpirun; the command is under `timeout`.
+RunResult run_tandem(const std::string& name, const std::string& experiment, const std::string& args,
+                     const std::string& prefix = "", int timeout_s = 120) {
+  const std::string log = scratch().file(name + ".log");
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + prefix + std::string(TANDEM_BINARY) +
+                          " run " + experiment + kSmall + " --out " + scratch().file(name) + " " + args + " > " +
+                          log + " 2>&1";
+  BOOST_TEST_MESSAGE(cmd);
+  RunResult r;
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  r.output = text.str();
+  std::cout << "run " << name << ": exit " << r.status << " in " << r.seconds << " s" << std::endl;
+  return r;
+}
+
+// Requires a successful run, showing its output when it failed.
+void require_ok(const RunResult& r) {
+  BOOST_REQUIRE_MESSAGE(r.status == 0, "tandem exited " << r.status << ":\n" << r.output);
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  BOOST_REQUIRE_MESSAGE(in, "missing " << path);
+  return json::parse(in);
+}
+
+json summary_of(const std::string& run) { return read_json(scratch().file(run) + "/summary.json"); }
+
+// The "iteration" lines of a run's trace.jsonl, in order.
+std::vector<json> iterations(const std::string& run) {
+  const std::string path = scratch().file(run) + "/trace.jsonl";
+  std::ifstream in(path);
+  BOOST_REQUIRE_MESSAGE(in, "missing " << path);
+  std::vector<json> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json j = json::parse(line);
+    if (j.value("event", "") == "iteration") out.push_back(std::move(j));
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  BOOST_REQUIRE(!v.empty());
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// An experiment file: the Lua table `body` returns (events are only settable there).
+std::string experiment_file(const std::string& name, const std::string& body) {
+  return scratch().write(name + ".lua", "return " + body + "\n");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(trace_has_every_worker) {
+  const int N = 30;
+  require_ok(run_tandem("fixed", quickstart(),
+                        "--workers 4 global_batch=256 stop.max_iterations=" + std::to_string(N) +
+                            " plan.kind=fixed plan.batches=16,48,64,128"));
+  const json summary = summary_of("fixed");
+  BOOST_TEST(summary["workers"] == 4);
+  BOOST_TEST(summary["iterations"] == N);
+
+  const auto rows = iterations("fixed");
+  BOOST_REQUIRE_EQUAL(rows.size(), size_t(N));
+  const int64_t plan[4] = {16, 48, 64, 128};
+  for (const json& row : rows) {
+    BOOST_TEST(row["global_batch"] == 256);
+    BOOST_TEST(std::isfinite(row["loss"].get<double>()));
+    BOOST_REQUIRE_EQUAL(row["workers"].size(), 4u);
+    int64_t sum = 0;
+    for (int r = 0; r < 4; ++r) {
+      const json& w = row["workers"][r];
+      BOOST_TEST(w["rank"] == r);
+      BOOST_TEST(w["local_batch"] == plan[r], "iteration " << row["iteration"] << " rank " << r);
+      BOOST_TEST(w["compute_ms"].get<double>() > 0.0);
+      BOOST_TEST(w["idle_ms"].get<double>() >= 0.0);
+      BOOST_TEST(w["comm_ms"].get<double>() >= 0.0);
+      BOOST_TEST(std::isfinite(w["loss_sum"].get<double>()));
+      sum += w["local_batch"].get<int64_t>();
+    }
+    BOOST_TEST(sum == 256);
+  }
+
+  // Perfetto: valid JSON, a named track per worker, compute spans on each track.
+  const json perfetto = read_json(scratch().file("fixed") + "/trace.perfetto.json");
+  BOOST_REQUIRE(perfetto.contains("traceEvents"));
+  BOOST_REQUIRE(perfetto["traceEvents"].is_array());
+  std::set<int> named;
+  std::map<int, int> compute_spans;
+  std::set<std::string> span_names;
+  for (const json& e : perfetto["traceEvents"]) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name") named.insert(e["tid"].get<int>());
+    if (e.value("ph", "") == "X") {
+      BOOST_TEST(e["ts"].get<double>() >= 0.0);
+      BOOST_TEST(e["dur"].get<double>() >= 0.0);
+      span_names.insert(e["name"].get<std::string>());
+      if (e["name"] == "compute") ++compute_spans[e["tid"].get<int>()];
+    }
+  }
+  BOOST_TEST(named == (std::set<int>{0, 1, 2, 3}));
+  for (int r = 0; r < 4; ++r) BOOST_TEST(compute_spans[r] == N, "compute spans on tid " << r);
+  BOOST_TEST(span_names.count("compute") == 1u);
+  BOOST_TEST(span_names.count("comm") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(scheduled_event_slows_one_worker) {
+  const std::string exp = experiment_file("event", R"({
+  model = 'mlp', model_args = { hidden = 64 }, global_batch = 256, workers = 4,
+  emulation = { reference = 0.25, events = { { worker = 3, speed = 0.25, from = 10, to = 20 } } },
+  stop = { max_iterations = 30, target_accuracy = 1 }, eval_every = 100000, log_level = 'warn',
+})");
+  require_ok(run_tandem("event", exp, ""));
+  const auto rows = iterations("event");
+  BOOST_REQUIRE_EQUAL(rows.size(), 30u);
+
+  std::vector<double> slow, normal;
+  std::vector<double> idle_in[3], idle_out[3];
+  for (const json& row : rows) {
+    const int64_t t = row["iteration"];
+    BOOST_REQUIRE_EQUAL(row["workers"].size(), 4u);
+    const json& w3 = row["workers"][3];
+    const bool active = t >= 10 && t < 20;
+    BOOST_TEST(w3["speed"].get<double>() == (active ? 0.25 : 1.0), "worker 3 speed at iteration " << t);
+    for (int r = 0; r < 3; ++r) BOOST_TEST(row["workers"][r]["speed"].get<double>() == 1.0);
+    if (t >= 12 && t <= 18) {
+      slow.push_back(w3["compute_ms"]);
+      for (int r = 0; r < 3; ++r) idle_in[r].push_back(row["workers"][r]["idle_ms"]);
+    } else if (t >= 25 && t <= 29) {
+      normal.push_back(w3["compute_ms"]);
+    }
+    if (t >= 25 && t <= 29)
+      for (int r = 0; r < 3; ++r) idle_out[r].push_back(row["workers"][r]["idle_ms"]);
+  }
+  BOOST_REQUIRE_EQUAL(slow.size(), 7u);
+  BOOST_REQUIRE_EQUAL(normal.size(), 5u);
+  const double normal_ms = median(normal);
+  std::cout << "event: worker 3 compute_ms during event (min) " << *std::min_element(slow.begin(), slow.end())
+            << ", median after " << normal_ms << std::endl;
+  for (size_t i = 0; i < slow.size(); ++i)
+    BOOST_TEST(slow[i] > 2.5 * normal_ms, "iteration " << 12 + i << ": " << slow[i] << " ms vs " << normal_ms);
+  // The others wait for worker 3 while it is slow.
+  for (int r = 0; r < 3; ++r) {
+    std::cout << "event: rank " << r << " idle median in " << median(idle_in[r]) << " out " << median(idle_out[r])
+              << std::endl;
+    BOOST_TEST(median(idle_in[r]) > median(idle_out[r]) + 0.5 * normal_ms, "rank " << r);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(proportional_plan_follows_speeds) {
+  require_ok(run_tandem("proportional", quickstart(),
+                        "--workers 4 global_batch=256 stop.max_iterations=30 emulation.speeds=1,1,0.5,0.25 "
+                        "emulation.reference=0.25 plan.kind=proportional"));
+  const auto rows = iterations("proportional");
+  BOOST_REQUIRE_EQUAL(rows.size(), 30u);
+  for (const json& row : rows) {
+    BOOST_REQUIRE_EQUAL(row["workers"].size(), 4u);
+    int64_t b[4], sum = 0;
+    for (int r = 0; r < 4; ++r) sum += b[r] = row["workers"][r]["local_batch"].get<int64_t>();
+    const int64_t t = row["iteration"];
+    BOOST_TEST(sum == 256, "iteration " << t);
+    BOOST_TEST(std::abs(b[0] - b[1]) <= std::max<int64_t>(2, b[0] / 20),
+               "iteration " << t << ": b0 " << b[0] << " b1 " << b[1]);
+    BOOST_TEST(std::min(b[0], b[1]) > b[2], "iteration " << t << ": " << b[1] << " vs " << b[2]);
+    BOOST_TEST(b[2] > b[3], "iteration " << t << ": " << b[2] << " vs " << b[3]);
+    BOOST_REQUIRE(b[3] > 0);
+    const double ratio = double(b[0]) / double(b[3]);
+    BOOST_TEST((ratio >= 2.5 && ratio <= 6.0), "iteration " << t << ": b0/b3 = " << ratio);
+  }
+  const json& last = rows.back()["workers"];
+  std::cout << "proportional: " << last[0]["local_batch"] << "," << last[1]["local_batch"] << ","
+            << last[2]["local_batch"] << "," << last[3]["local_batch"] << std::endl;
+}
+
+BOOST_AUTO_TEST_CASE(comm_delay_shows_as_comm) {
+  require_ok(run_tandem("delay", quickstart(),
+                        "--workers 2 global_batch=128 stop.max_iterations=30 emulation.comm_delay_ms=0,20"));
+  const auto rows = iterations("delay");
+  BOOST_REQUIRE_EQUAL(rows.size(), 30u);
+  std::vector<double> comm[2];
+  for (const json& row : rows) {
+    BOOST_REQUIRE_EQUAL(row["workers"].size(), 2u);
+    if (row["iteration"].get<int64_t>() < 3) continue;
+    for (int r = 0; r < 2; ++r) comm[r].push_back(row["workers"][r]["comm_ms"]);
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::cout << "delay: rank " << r << " median comm_ms " << median(comm[r]) << std::endl;
+    // A collective is as slow as its slowest link: rank 0 (no delay of its own) waits too.
+    BOOST_TEST(median(comm[r]) >= 20.0, "rank " << r);
+  }
+  BOOST_TEST(summary_of("delay")["comm_share"].get<double>() > 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(hang_is_named) {
+  const RunResult r = run_tandem("hang", quickstart(),
+                                 "--workers 3 global_batch=96 stop.max_iterations=30 emulation.speeds=1,1,0.0001 "
+                                 "emulation.reference=1 collective_timeout_s=3");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.status != 124, "killed by timeout 120 instead of the collective deadline");
+  BOOST_TEST(r.seconds < 60.0);
+  CHECK_CONTAINS(r.output, "missing rank(s): 2");
+  CHECK_CONTAINS(r.output, "collective_timeout_s");
+}
+
+BOOST_AUTO_TEST_CASE(external_mpirun) {
+  const std::string mpirun =
+      "mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader "
+      "--mca btl_vader_single_copy_mechanism none -x OPENBLAS_NUM_THREADS=1 ";
+  require_ok(run_tandem("external", quickstart(), "global_batch=128 stop.max_iterations=30", mpirun));
+  const json summary = summary_of("external");
+  BOOST_TEST(summary["workers"] == 2);
+  BOOST_TEST(summary["iterations"] == 30);
+  const auto rows = iterations("external");
+  BOOST_REQUIRE_EQUAL(rows.size(), 30u);
+  for (const json& row : rows) {
+    BOOST_REQUIRE_EQUAL(row["workers"].size(), 2u);
+    BOOST_TEST(row["workers"][0]["local_batch"].get<int64_t>() + row["workers"][1]["local_batch"].get<int64_t>() ==
+               128);
+    BOOST_TEST(std::isfinite(row["loss"].get<double>()));
+  }
+  BOOST_TEST(rows.back()["loss"].get<double>() < rows.front()["loss"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(single_rank_fast_path) {
+  require_ok(run_tandem("single", quickstart(), "--workers 1 stop.max_iterations=30"));
+  const json summary = summary_of("single");
+  BOOST_TEST(summary["workers"] == 1);
+  BOOST_TEST(summary["iterations"] == 30);
+  BOOST_TEST(summary["comm_share"].get<double>() == 0.0);
+  BOOST_TEST(summary["idle_share"].get<double>() == 0.0);
+  for (const json& row : iterations("single")) {
+    BOOST_REQUIRE_EQUAL(row["workers"].size(), 1u);
+    BOOST_TEST(row["workers"][0]["comm_ms"].get<double>() == 0.0);
+    BOOST_TEST(row["workers"][0]["idle_ms"].get<double>() == 0.0);
+  }
+}

@@ -249,9 +249,11 @@ BOOST_AUTO_TEST_CASE(comm_delay_shows_as_comm) {
 }
 
 BOOST_AUTO_TEST_CASE(hang_is_named) {
+  // Rank 2 at 2e-5 of a core: its first step takes seconds (the small model computes
+  // in ~0.1 ms), past the 2 s deadline.
   const RunResult r = run_tandem("hang", quickstart(),
-                                 "--workers 3 global_batch=96 stop.max_iterations=30 emulation.speeds=1,1,0.0001 "
-                                 "emulation.reference=1 collective_timeout_s=3");
+                                 "--workers 3 global_batch=96 stop.max_iterations=30 emulation.speeds=1,1,0.00002 "
+                                 "emulation.reference=1 collective_timeout_s=2");
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.status != 124, "killed by timeout 120 instead of the collective deadline");
   BOOST_TEST(r.seconds < 60.0);

@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(trace_has_every_worker) {
 BOOST_AUTO_TEST_CASE(scheduled_event_slows_one_worker) {
   const std::string exp = experiment_file("event", R"({
   model = 'mlp', model_args = { hidden = 64 }, global_batch = 256, workers = 4,
-  emulation = { reference = 0.25, events = { { worker = 3, speed = 0.25, from = 10, to = 20 } } },
+  emulation = { reference = 0.05, events = { { worker = 3, speed = 0.25, from = 10, to = 20 } } },
   stop = { max_iterations = 30, target_accuracy = 1 }, eval_every = 100000, log_level = 'warn',
 })");
   require_ok(run_tandem("event", exp, ""));

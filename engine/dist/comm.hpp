@@ -41,6 +41,11 @@ public:
   // Returns once every rank has called it: where fast ranks wait for slow ones.
   virtual void barrier(const char* what) = 0;
 
+  // Sets up what all-reducing `count` floats needs (shared memory on one host) at
+  // start-up: the set-up is itself a collective, and one without a deadline, so it
+  // must not wait inside the first iteration for a slow rank.
+  virtual void prepare_allreduce(size_t count) {}
+
   // The iteration's synchronisation: waits until every rank has arrived (the time
   // waited, for slower ranks, goes to *idle_ms), then sums `data` over all ranks.
   // Keeping the wait out of the sum is what separates idle time from transfer time.

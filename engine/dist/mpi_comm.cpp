@@ -146,6 +146,10 @@ void MpiComm::allreduce_sum(float* data, size_t count, const char* what) {
   allreduce(data, count, MPI_FLOAT, what);
 }
 
+void MpiComm::prepare_allreduce(size_t count) {
+  if (shm_) shm_->reserve(count);
+}
+
 ShmAllreduce::Wait MpiComm::shm_wait(const char* what) {
   return [this, what](const std::function<bool()>& open) {
     requests_.clear();

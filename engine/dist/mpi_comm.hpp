@@ -25,6 +25,7 @@ public:
   void post_report(const void* report, size_t bytes, void* reports) override;
   void finish_reports(const char* what) override;
   void barrier(const char* what) override;
+  void prepare_allreduce(size_t count) override;
   // With shared memory, the arrival is the shared all-reduce's first barrier.
   void arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what) override;
   void broadcast(void* data, size_t bytes, const char* what) override;

@@ -31,9 +31,12 @@ public:
   void sum(float* data, size_t count, const Wait& wait, double* arrival_ms = nullptr);
   // A barrier over the node's ranks, through the shared window.
   void barrier(const Wait& wait);
+  // Makes room for `count` floats per rank. Collective (every rank, same count) and
+  // blocking without a deadline: call it at start-up (Comm::prepare_allreduce), so
+  // sum() only grows the window if a larger buffer ever comes.
+  void reserve(size_t count);
 
 private:
-  void reserve(size_t count);  // collective: every rank calls it with the same count
   MPI_Comm node_;
   int rank_ = 0, size_ = 1;
   MPI_Win window_ = MPI_WIN_NULL;

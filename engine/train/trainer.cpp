@@ -159,6 +159,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
     recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total);
   }
 
+  comm.prepare_allreduce(model.grads_with_tail_count());
   // The clock origin: every rank starts counting right after this all-reduce.
   std::vector<WorkerStats> reports(static_cast<size_t>(world));
   WorkerStats mine;  // the stats of this rank's previous iteration (none yet)

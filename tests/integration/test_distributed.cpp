@@ -249,14 +249,15 @@ BOOST_AUTO_TEST_CASE(comm_delay_shows_as_comm) {
 }
 
 BOOST_AUTO_TEST_CASE(hang_is_named) {
-  // Rank 2 at 2e-5 of a core: its first step takes seconds (the small model computes
-  // in ~0.1 ms), past the 2 s deadline.
+  // Rank 2 at 1e-6 of a core: its first step takes about 90 s (the small model
+  // computes in ~0.1 ms), far past the 3 s deadline, which must fire in the first
+  // iteration already (set-up collectives happen before it).
   const RunResult r = run_tandem("hang", quickstart(),
-                                 "--workers 3 global_batch=96 stop.max_iterations=30 emulation.speeds=1,1,0.00002 "
-                                 "emulation.reference=1 collective_timeout_s=2");
+                                 "--workers 3 global_batch=96 stop.max_iterations=30 emulation.speeds=1,1,0.000001 "
+                                 "emulation.reference=1 collective_timeout_s=3");
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.status != 124, "killed by timeout 120 instead of the collective deadline");
-  BOOST_TEST(r.seconds < 60.0);
+  BOOST_TEST(r.seconds < 30.0);
   CHECK_CONTAINS(r.output, "missing rank(s): 2");
   CHECK_CONTAINS(r.output, "collective_timeout_s");
 }

@@ -194,24 +194,15 @@ double Emulator::comm_delay_ms(int rank) const {
   return cfg_.enabled ? workers_[static_cast<size_t>(rank)].comm_delay_ms : 0.0;
 }
 
-std::vector<double> Emulator::relative_throughput(int64_t global_batch, double real_ms_per_sample,
-                                                  int64_t iteration) const {
-  TANDEM_CHECK(global_batch >= 1, "global batch ", global_batch);
-  TANDEM_CHECK_HINT(positive(real_ms_per_sample), "measure the real compute cost of a sample before planning",
-                    "real compute cost of ", real_ms_per_sample, " ms per sample");
-  // The equal split's batch, as a real number: profiles are piecewise linear, and a
-  // fractional batch keeps every worker's estimate on the same footing.
-  const double batch = static_cast<double>(global_batch) / world_size_;
-  const double real_ms = batch * real_ms_per_sample;
-  std::vector<double> out(static_cast<size_t>(world_size_));
+std::vector<double> Emulator::throughput(const std::vector<int64_t>& local_batch, const DeviceProfile& machine,
+                                         int64_t iteration) const {
+  TANDEM_CHECK(static_cast<int>(local_batch.size()) == world_size_, "throughput of ", local_batch.size(),
+               " local batches for ", world_size_, " workers");
+  std::vector<double> out(local_batch.size());
   for (int r = 0; r < world_size_; ++r) {
-    double target = real_ms;
-    if (cfg_.enabled) {
-      const WorkerEmulation& w = workers_[static_cast<size_t>(r)];
-      target = w.profile ? profile_ms(*w.profile, batch) / dynamic_speed(r, iteration)
-                         : real_ms / (cfg_.reference * speed(r, iteration));
-    }
-    out[static_cast<size_t>(r)] = batch / std::max(target, real_ms) * 1000.0;
+    const int64_t b = std::max<int64_t>(local_batch[static_cast<size_t>(r)], 1);
+    const double target = stretch(r, iteration, b, profile_ms(machine, static_cast<double>(b))).target_ms;
+    out[static_cast<size_t>(r)] = static_cast<double>(b) / target * 1000.0;
   }
   return out;
 }

@@ -70,12 +70,12 @@ public:
   // Added to every collective the worker joins.
   double comm_delay_ms(int rank) const;
 
-  // Each worker's samples per second at `iteration`, for a plan proportional to the
-  // emulated speeds: the times stretch() would give when one sample really costs
-  // `real_ms_per_sample` here (clamp included). A profile is evaluated at the equal
-  // split, global_batch / world_size, since the plan being made is not known yet.
-  std::vector<double> relative_throughput(int64_t global_batch, double real_ms_per_sample,
-                                          int64_t iteration = 0) const;
+  // Each worker's samples per second at `iteration` when it runs local_batch[r]
+  // samples: the times stretch() gives (clamp included) when this machine computes
+  // a batch in profile_ms(machine, batch). What a plan proportional to the emulated
+  // speeds divides by; a worker with no samples is rated at a batch of one.
+  std::vector<double> throughput(const std::vector<int64_t>& local_batch, const DeviceProfile& machine,
+                                 int64_t iteration = 0) const;
 
   // One line per worker, then the random slowdowns and the trace if any, for the log.
   std::string describe() const;

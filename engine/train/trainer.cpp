@@ -79,15 +79,8 @@ Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int wor
     TANDEM_CHECK_HINT(cfg.emulation.enabled, "set emulation = {...} or use plan = {kind = 'equal'}",
                       "plan 'proportional' divides the batch by emulated speeds, but no emulation is configured");
     plan = Plan::equal(world, cfg.global_batch);
-    for (int round = 0; round < 8; ++round) {
-      std::vector<double> throughput(static_cast<size_t>(world));
-      for (int r = 0; r < world; ++r) {
-        const double b = static_cast<double>(std::max<int64_t>(plan.local_batch[static_cast<size_t>(r)], 1));
-        throughput[static_cast<size_t>(r)] =
-            b / emulator.stretch(r, 0, static_cast<int64_t>(b), profile_ms(machine, b)).target_ms;
-      }
-      plan = Plan::proportional(throughput, cfg.global_batch);
-    }
+    for (int round = 0; round < 8; ++round)
+      plan = Plan::proportional(emulator.throughput(plan.local_batch, machine), cfg.global_batch);
   } else {
     plan = Plan::equal(world, cfg.global_batch);
   }

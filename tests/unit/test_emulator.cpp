@@ -116,7 +116,8 @@ BOOST_AUTO_TEST_CASE(disabled_emulation_is_the_identity) {
     BOOST_TEST(s.target_ms == 7.5);
     BOOST_TEST(!s.clamped);
   }
-  const std::vector<double> tp = emu.relative_throughput(100, 0.5);
+  const DeviceProfile half_ms_per_sample = profile({1}, {0.5});
+  const std::vector<double> tp = emu.throughput({20, 20, 20, 20, 20}, half_ms_per_sample);
   BOOST_TEST(tp.size() == 5u);
   for (double x : tp) BOOST_TEST(x == 2000.0, tt::tolerance(1e-12));
   CHECK_CONTAINS(emu.describe(), "emulation off");
@@ -371,12 +372,14 @@ BOOST_AUTO_TEST_CASE(comm_delay_is_per_worker) {
 }
 
 // Samples per second under the stretch: proportional to reference x speed for speed
-// workers (capped at real speed), from the profile at the equal split otherwise.
-BOOST_AUTO_TEST_CASE(relative_throughput_follows_the_emulated_speeds) {
+// workers (capped at real speed), from the worker's profile at its batch otherwise.
+BOOST_AUTO_TEST_CASE(throughput_follows_the_emulated_speeds) {
   EmulationConfig cfg = with_speeds({1.0, 0.5, 4.0, 1.0}, 0.5);
   cfg.workers[3].profile = profile({16, 32}, {40, 80});  // 2.5 ms per sample
   Emulator emu(cfg, 4);
-  const std::vector<double> tp = emu.relative_throughput(128, 0.5);  // 32 each, 16 ms real
+  const DeviceProfile machine = profile({1}, {0.5});  // this machine: 0.5 ms per sample
+  const std::vector<int64_t> batches{32, 32, 32, 32};  // 16 ms real each
+  const std::vector<double> tp = emu.throughput(batches, machine);
   BOOST_TEST_REQUIRE(tp.size() == 4u);
   BOOST_TEST(tp[0] == 1000.0, tt::tolerance(1e-12));  // 32 samples in 32 ms
   BOOST_TEST(tp[1] == 500.0, tt::tolerance(1e-12));
@@ -384,8 +387,11 @@ BOOST_AUTO_TEST_CASE(relative_throughput_follows_the_emulated_speeds) {
   BOOST_TEST(tp[3] == 400.0, tt::tolerance(1e-12));   // 32 samples in 80 ms
   // At an iteration inside an event the estimate follows it.
   cfg.events.push_back(event(0, 0.5, 10, 20));
-  BOOST_TEST(Emulator(cfg, 4).relative_throughput(128, 0.5, 12)[0] == 500.0, tt::tolerance(1e-12));
-  CHECK_CONTAINS(error_of([&] { emu.relative_throughput(128, 0.0); }), "per sample");
+  BOOST_TEST(Emulator(cfg, 4).throughput(batches, machine, 12)[0] == 500.0, tt::tolerance(1e-12));
+  // A worker with no samples is rated at one sample.
+  BOOST_TEST(emu.throughput({0, 32, 32, 32}, machine)[0] == 1000.0, tt::tolerance(1e-12));
+  CHECK_CONTAINS(error_of([&] { emu.throughput(batches, DeviceProfile{}); }), "profile with 0 batches");
+  CHECK_CONTAINS(error_of([&] { emu.throughput({32, 32}, machine); }), "2 local batches for 4 workers");
 }
 
 BOOST_AUTO_TEST_CASE(validation_names_what_is_wrong) {

@@ -1,5 +1,7 @@
 #include "engine/script/lua_state.hpp"
 
+#include "bindings/lpsolve.hpp"
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +112,7 @@ LuaState::LuaState() {
   lua_pushstring(L_, root.c_str());
   lua_setfield(L_, -2, "tandem_root");
   lua_pop(L_, 1);
+  open_lpsolve(L_);
 }
 
 LuaState::~LuaState() {

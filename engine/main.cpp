@@ -15,6 +15,7 @@
 #include "engine/dist/launcher.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_test_runner.hpp"
+#include "engine/script/policy_host.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace {
@@ -70,6 +71,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   if (!tandem::launched_by_mpi()) {
     // Loaded here first so a broken experiment fails once, before any rank starts.
     const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+    if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);
     if (cfg.workers > 1) tandem::launch_local_ranks(cfg.workers, std::vector<std::string>{"run"} + args);
   }
   auto comm = tandem::make_world_comm(argc, argv);
@@ -80,7 +82,11 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     spdlog::warn("the experiment asks for {} worker(s) but mpirun started {}: training with {}", cfg.workers,
                  comm->size(), comm->size());
   try {
-    tandem::train(cfg, *comm);
+    // Rank 0 runs the policy; the others get its plans with the gradients.
+    std::unique_ptr<tandem::PolicyHost> policy;
+    if (!cfg.policy.file.empty() && comm->rank() == 0)
+      policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, comm->size()));
+    tandem::train(cfg, *comm, policy.get());
   } catch (const std::exception& e) {
     // One rank's failure ends the whole job at once instead of leaving the others
     // waiting for it until their deadline.

@@ -236,6 +236,17 @@ ExperimentConfig to_config(json& j) {
   c.plan.kind = get<std::string>(plan, "kind", "plan.");
   c.plan.batches = get_list<int64_t>(plan, "batches");
   c.emulation = to_emulation(field(j, "emulation", ""));
+
+  const json& pol = field(j, "policy", "");
+  if (auto file = get_optional<std::string>(pol, "file")) c.policy.file = *file;
+  if (pol.contains("params")) c.policy.params_json = pol.at("params").dump();
+  c.policy.budget_ms = get<double>(pol, "budget_ms", "policy.");
+  c.policy.memory_mb = get<double>(pol, "memory_mb", "policy.");
+  c.policy.max_failures = get<int>(pol, "max_failures", "policy.");
+  c.policy.history = get<int>(pol, "history", "policy.");
+  c.policy.watch = get<bool>(pol, "watch", "policy.");
+  c.policy.min_batch = get<int64_t>(pol, "min_batch", "policy.");
+  c.policy.max_batch = get_list<int64_t>(pol, "max_batch");
   return c;
 }
 

@@ -99,20 +99,24 @@ std::string tandem_root() {
   return root;
 }
 
+void open_tandem_libraries(lua_State* L) {
+  lua_atpanic(L, panic_handler);
+  luaL_openlibs(L);
+  const std::string root = tandem_root();
+  const std::string path = root + "/scripts/?.lua;" + root + "/scripts/?/init.lua;" + root + "/?.lua";
+  lua_getglobal(L, "package");
+  lua_pushstring(L, path.c_str());
+  lua_setfield(L, -2, "path");
+  lua_pushstring(L, root.c_str());
+  lua_setfield(L, -2, "tandem_root");
+  lua_pop(L, 1);
+  open_lpsolve(L);
+}
+
 LuaState::LuaState() {
   L_ = luaL_newstate();
   TANDEM_CHECK_HINT(L_ != nullptr, "free some memory and retry", "could not create a Lua state (out of memory)");
-  lua_atpanic(L_, panic_handler);
-  luaL_openlibs(L_);
-  const std::string root = tandem_root();
-  const std::string path = root + "/scripts/?.lua;" + root + "/scripts/?/init.lua;" + root + "/?.lua";
-  lua_getglobal(L_, "package");
-  lua_pushstring(L_, path.c_str());
-  lua_setfield(L_, -2, "path");
-  lua_pushstring(L_, root.c_str());
-  lua_setfield(L_, -2, "tandem_root");
-  lua_pop(L_, 1);
-  open_lpsolve(L_);
+  open_tandem_libraries(L_);
 }
 
 LuaState::~LuaState() {

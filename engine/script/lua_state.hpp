@@ -48,6 +48,11 @@ private:
 // built from (TANDEM_SOURCE_DIR).
 std::string tandem_root();
 
+// Opens the standard libraries in L, sets package.path and package.tandem_root as
+// LuaState does, registers the bindings (lpsolve), and installs tandem's panic
+// handler. For states made with a custom allocator (policy_sandbox.cpp).
+void open_tandem_libraries(lua_State* L);
+
 // An owned Lua state with the standard libraries open, package.path set to
 // <root>/scripts/?.lua;<root>/scripts/?/init.lua;<root>/?.lua (so scripts can
 // `require 'tandem.nn'`), and package.tandem_root = <root> (so they can find

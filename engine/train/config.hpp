@@ -99,6 +99,19 @@ struct PlanConfig {
   std::vector<int64_t> batches;  // fixed: one local batch per rank, summing to global_batch
 };
 
+// A Lua policy that re-decides the plan every iteration (engine/script/policy_host.hpp).
+struct PolicyConfig {
+  std::string file;  // resolved path of the policy file; empty: no policy, the plan stays
+  std::string params_json = "{}";  // handed to init() as cluster.params
+  double budget_ms = 50.0;         // one call's time budget; past it the call is interrupted
+  double memory_mb = 64.0;         // the policy's Lua state may hold no more
+  int max_failures = 3;            // failed calls in a row before the policy is dropped
+  int history = 20;                // iterations of stats history step() sees
+  bool watch = true;               // reload the policy when its file changes
+  int64_t min_batch = 0;                // every worker's lower bound
+  std::vector<int64_t> max_batch;       // per worker upper bound (its memory cap); default B
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   std::string source;  // the experiment file
@@ -115,6 +128,7 @@ struct ExperimentConfig {
   int workers = 1;  // ranks; more than one launches through mpirun
   PlanConfig plan;
   EmulationConfig emulation;
+  PolicyConfig policy;
   double collective_timeout_s = 300.0;  // a collective not done by then aborts the run, naming the missing ranks
   int blas_threads = 1;
   std::string log_level = "info";

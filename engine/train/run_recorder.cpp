@@ -16,7 +16,8 @@ RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
       w_comm_(static_cast<size_t>(workers)) {}
 
-void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s) {
+void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
+                            const PolicyReport* policy) {
   IterationRecord rec;
   rec.iteration = t;
   rec.epoch = t / per_epoch_;
@@ -41,7 +42,10 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   stats_ms_ += stats_ms;
   rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch, 1));
   rec.wall_s = wall_s;
-  trace_.write(rec, workers);
+  trace_.write(rec, workers, policy);
+  if (policy) record_policy(t, *policy);
+  plan_.resize(workers.size());
+  for (size_t r = 0; r < workers.size(); ++r) plan_[r] = workers[r].local_batch;
 
   w_loss_ += loss_sum;
   w_samples_ += rec.global_batch;
@@ -50,6 +54,30 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   ++w_iters_;
   ++iterations_;
   if ((t + 1) % log_every_ == 0 || t + 1 == total_) progress(t, lr);
+}
+
+void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
+  if (p.event == "idle") return;
+  PolicyTotals& s = policy_;
+  s.name = p.policy;
+  ++s.calls;
+  s.cost_ms += p.cost_ms;
+  s.max_cost_ms = std::max(s.max_cost_ms, p.cost_ms);
+  s.wait_ms += p.wait_ms;
+  s.max_wait_ms = std::max(s.max_wait_ms, p.wait_ms);
+  if (!p.plan.empty()) {
+    ++s.plans;
+    ++s.w_plans;
+    std::string plan;
+    for (size_t i = 0; i < p.plan.size(); ++i) plan += (i ? ", " : "") + std::to_string(p.plan[i]);
+    spdlog::debug("iteration {}: policy {} plans [{}] from iteration {}{}{}", t, p.policy, plan, t + 1,
+                  p.reason.empty() ? "" : ": ", p.reason);
+  }
+  if (p.event == "swapped") ++s.swaps;
+  if (p.event == "error" || p.event == "timeout" || p.event == "memory" || p.event == "rejected" ||
+      p.event == "hung")
+    ++s.failures;
+  s.last_event = p.event;
 }
 
 void RunRecorder::progress(int64_t t, double lr) {
@@ -67,6 +95,14 @@ void RunRecorder::progress(int64_t t, double lr) {
     balance = fmt::format(" | compute ms min {:.1f} (r{}) max {:.1f} (r{}), idle {:.0f}%, comm {:.0f}%", *lo / n,
                           lo - w_compute_.begin(), *hi / n, hi - w_compute_.begin(),
                           100.0 * idle / n / workers_ / step, 100.0 * comm / n / workers_ / step);
+    if (policy_.calls > 0) {
+      std::string plan;
+      if (workers_ <= 8)
+        for (size_t i = 0; i < plan_.size(); ++i) plan += (i ? ", " : " [") + std::to_string(plan_[i]);
+      balance += fmt::format(" | policy {}: {} plan change(s){}{}", policy_.name, policy_.w_plans,
+                             plan.empty() ? "" : ", now", plan.empty() ? "" : plan + "]");
+      policy_.w_plans = 0;
+    }
   }
   spdlog::info("epoch {:>3} iter {:>7}/{} loss {:.4f} train acc {:.3f} lr {:.4g} {:.0f} samples/s{}",
                t / per_epoch_ + 1, t + 1, total_, last_loss_,
@@ -112,6 +148,19 @@ void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
   j["comm_share"] = s.comm_share;
   j["idle_share"] = s.idle_share;
   j["stats_ms_per_iteration"] = s.stats_ms;
+  if (policy_.calls > 0) {
+    const double calls = static_cast<double>(policy_.calls);
+    j["policy"] = {{"name", policy_.name},
+                   {"decisions", policy_.calls},
+                   {"plan_changes", policy_.plans},
+                   {"failures", policy_.failures},
+                   {"swaps", policy_.swaps},
+                   {"last_event", policy_.last_event},
+                   {"cost_ms_mean", policy_.cost_ms / calls},
+                   {"cost_ms_max", policy_.max_cost_ms},
+                   {"wait_ms_mean", policy_.wait_ms / calls},
+                   {"wait_ms_max", policy_.max_wait_ms}};
+  }
   write_text_file(s.run_dir + "/summary.json", j.dump(2) + "\n");
 }
 

@@ -40,7 +40,9 @@ public:
   RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
               int64_t total);
   // One finished iteration with every worker's stats (indexed by rank).
-  void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s);
+  // policy: the policy's decision broadcast in iteration t, when a policy runs.
+  void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
+                 const PolicyReport* policy = nullptr);
   void eval(const EvalRecord& r);
   // Finishes the summary's averages and writes summary.json.
   void finish(RunSummary& s, const ExperimentConfig& cfg);
@@ -58,6 +60,15 @@ private:
   // Whole-run sums for the summary.
   double comm_share_sum_ = 0.0, idle_share_sum_ = 0.0, stats_ms_ = 0.0, last_loss_ = 0.0;
   int64_t iterations_ = 0;
+  // The policy's decisions: counts by event, cost and waiting.
+  struct PolicyTotals {
+    std::string name;
+    int64_t calls = 0, plans = 0, failures = 0, swaps = 0, w_plans = 0;
+    double cost_ms = 0.0, max_cost_ms = 0.0, wait_ms = 0.0, max_wait_ms = 0.0;
+    std::string last_event;
+  } policy_;
+  std::vector<int64_t> plan_;  // the local batches of the latest recorded iteration
+  void record_policy(int64_t t, const PolicyReport& p);
 };
 
 }  // namespace tandem

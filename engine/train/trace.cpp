@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "engine/core/error.hpp"
 
@@ -20,7 +21,8 @@ TraceWriter::TraceWriter(const std::string& path) : file_(open_or_fail(path)) {}
 
 TraceWriter::~TraceWriter() { std::fclose(file_); }
 
-void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>& workers) {
+void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>& workers,
+                        const PolicyReport* policy) {
   line_.clear();
   auto out = std::back_inserter(line_);
   fmt::format_to(out,
@@ -39,7 +41,17 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
                    w.idle_ms, w.comm_ms, w.stats_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, w.loss_sum, w.correct, w.memory_mb,
                    w.speed);
   }
-  line_ += "]}\n";
+  line_ += "]";
+  if (policy && policy->event != "idle") {
+    // Rare enough (one small object) to build as JSON: the reason needs escaping.
+    nlohmann::json p{{"policy", policy->policy},   {"event", policy->event},
+                     {"from_iteration", policy->from_iteration}, {"applies_from", r.iteration + 1},
+                     {"cost_ms", policy->cost_ms}, {"wait_ms", policy->wait_ms}};
+    if (!policy->reason.empty()) p["reason"] = policy->reason;
+    if (!policy->plan.empty()) p["plan"] = policy->plan;
+    line_ += ",\"policy\":" + p.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  line_ += "}\n";
   std::fwrite(line_.data(), 1, line_.size(), file_);
 }
 

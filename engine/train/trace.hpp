@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/train/plan_policy.hpp"
 #include "engine/train/worker_stats.hpp"
 
 namespace tandem {
@@ -37,7 +38,9 @@ public:
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
-  void write(const IterationRecord& r, const std::vector<WorkerStats>& workers);
+  // policy: the decision broadcast in this iteration, if a policy runs (written as
+  // "policy":{...} unless nothing was asked of it).
+  void write(const IterationRecord& r, const std::vector<WorkerStats>& workers, const PolicyReport* policy = nullptr);
   void write(const EvalRecord& r);
   void flush();
 

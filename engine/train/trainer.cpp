@@ -20,6 +20,7 @@
 #include "engine/train/emulator.hpp"
 #include "engine/train/evaluate.hpp"
 #include "engine/train/plan.hpp"
+#include "engine/train/plan_policy.hpp"
 #include "engine/train/run_dir.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -88,9 +89,17 @@ Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int wor
   return plan;
 }
 
+// What rides after the gradients through every all-reduce, written by rank 0 (the
+// other ranks write zeros, so the sum is rank 0's values): its stop decision, and
+// the policy's next plan, one float per worker (exact: batches are far below 2^24).
+struct ControlTail {
+  static constexpr size_t kStop = 0, kHasPlan = 1, kPlan = 2;
+  static size_t size(int world) { return kPlan + static_cast<size_t>(world); }
+};
+
 }  // namespace
 
-RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
+RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   const Stopwatch wall;
   InterruptGuard interrupt_guard;
   const int rank = comm.rank(), world = comm.size();
@@ -111,9 +120,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
   if (cfg.stop.max_iterations) total = std::min(total, *cfg.stop.max_iterations);
   const int64_t eval_every = cfg.eval_every > 0 ? cfg.eval_every : per_epoch;
 
-  // The same seed on every rank: identical initial weights. One float rides after
-  // the gradients through the all-reduce: rank 0's stop decision.
-  Model model(dev, cfg.model, cfg.seed, /*grad_tail=*/1);
+  // The same seed on every rank: identical initial weights.
+  Model model(dev, cfg.model, cfg.seed, ControlTail::size(world));
   Sgd sgd(dev, model.param_count(), cfg.optimizer);
   LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, per_epoch, total);
   TrainStep step(model, sgd);
@@ -127,6 +135,12 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
     machine = cfg.emulation.calibration ? *cfg.emulation.calibration
                                         : shared_calibration(step, loader, cfg.global_batch, comm);
   Plan plan = initial_plan(cfg, emulator, world, machine);
+  // With a policy (rank 0 runs it), plans arrive through the control tail.
+  const bool policy_on = !cfg.policy.file.empty();
+  TANDEM_CHECK(!policy_on || rank != 0 || policy != nullptr, "rank 0 was started without the experiment's policy ",
+               cfg.policy.file, " (a bug in tandem's start-up)");
+  std::optional<Plan> next_plan;  // received this iteration, in force from the next
+  PolicyReport decision, decided_before;  // the decisions of iterations t and t-1
 
   RunSummary summary;
   summary.workers = world;
@@ -172,10 +186,16 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
   // Rank 0 records iteration t-1 once its stats have arrived with iteration t's.
   auto record = [&](int64_t iteration) {
     if (recorder && reports[0].valid)
-      recorder->iteration(iteration, schedule.at(iteration), reports, wall.elapsed_ms() / 1000.0);
+      recorder->iteration(iteration, schedule.at(iteration), reports, wall.elapsed_ms() / 1000.0,
+                          policy ? &decided_before : nullptr);
   };
   for (; t < total; ++t) {
-    if (cfg.plan.kind == "random") plan = Plan::random(world, cfg.global_batch, mix_seed(cfg.seed ^ 0x706c616eULL, t));
+    if (next_plan) {
+      plan = std::move(*next_plan);
+      next_plan.reset();
+    } else if (cfg.plan.kind == "random" && !policy_on) {
+      plan = Plan::random(world, cfg.global_batch, mix_seed(cfg.seed ^ 0x706c616eULL, t));
+    }
     const int64_t my_batch = plan.local_batch[static_cast<size_t>(rank)], my_offset = plan.offset(rank);
     const double start = now_ms();
     WorkerStats now{};
@@ -220,19 +240,45 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
     now.stats_ms = now_ms() - sync_start;
     const bool stop_here =
         rank == 0 && (g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds));
+    // Rank 0 collects the policy's decision on iteration t-2 (it had this whole
+    // step to make it) and sends it with the gradients; it applies from t+1.
+    std::optional<Plan> decided;
+    decided_before = std::move(decision);
+    decision = PolicyReport{};
+    if (policy) decided = policy->collect(decision);
+    float* tail = model.grad_tail();
+    std::fill(tail, tail + ControlTail::size(world), 0.0f);
+    if (rank == 0) {
+      tail[ControlTail::kStop] = stop_here ? 1.0f : 0.0f;
+      if (decided) {
+        tail[ControlTail::kHasPlan] = 1.0f;
+        for (int r = 0; r < world; ++r)
+          tail[ControlTail::kPlan + static_cast<size_t>(r)] = static_cast<float>(decided->local_batch[static_cast<size_t>(r)]);
+      }
+    }
     if (world > 1) {
-      model.grad_tail()[0] = stop_here ? 1.0f : 0.0f;
       comm.arrive_and_allreduce(model.grads_with_tail(), model.grads_with_tail_count(), &now.idle_ms,
                                 "the gradient all-reduce");
-      stop_after = model.grad_tail()[0] > 0.5f;
       if (link_delay_ms > 0) sleep_until_ms(now_ms() + link_delay_ms);
-    } else {
-      stop_after = stop_here;
+    }
+    stop_after = tail[ControlTail::kStop] > 0.5f;
+    if (tail[ControlTail::kHasPlan] > 0.5f) {
+      next_plan = Plan{};
+      for (int r = 0; r < world; ++r)
+        next_plan->local_batch.push_back(static_cast<int64_t>(std::lround(tail[ControlTail::kPlan + static_cast<size_t>(r)])));
+      next_plan->validate(world, cfg.global_batch);
     }
     if (world > 1) now.comm_ms = now_ms() - sync_start - now.stats_ms - now.idle_ms;
     const double reports_start = now_ms();
     comm.finish_reports("the stats reports");
     now.stats_ms += now_ms() - reports_start;
+    // Iteration t-1's stats are complete now: the policy decides on them while
+    // this rank goes on training.
+    if (policy && reports[0].valid) {
+      Plan ran;
+      for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
+      policy->submit(t - 1, reports, ran);
+    }
 
     const double opt_start = now_ms();
     step.update(cfg.global_batch, schedule.at(t));
@@ -279,6 +325,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm) {
   // The last iteration's stats.
   comm.post_report(&mine, sizeof mine, reports.data());
   comm.finish_reports("the final stats reports");
+  decided_before = std::move(decision);
   record(t - 1);
 
   if (summary.stop_reason == "epochs" && cfg.stop.max_iterations && t == *cfg.stop.max_iterations &&

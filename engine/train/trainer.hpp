@@ -6,12 +6,15 @@
 //   rank 0, which answers with its decision) -> gradient all-reduce (SUM)
 //   -> optimizer step dividing by the global batch.
 #include "engine/dist/comm.hpp"
+#include "engine/train/plan_policy.hpp"
 #include "engine/train/config.hpp"
 #include "engine/train/run_recorder.hpp"
 
 namespace tandem {
 
 // Runs the experiment to its stop condition. The summary is complete on rank 0.
-RunSummary train(const ExperimentConfig& cfg, Comm& comm);
+// policy: rank 0's plan policy when the experiment has one (cfg.policy.file), else
+// null; the other ranks pass null and receive its plans with the gradients.
+RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy = nullptr);
 
 }  // namespace tandem

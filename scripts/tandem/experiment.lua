@@ -83,6 +83,21 @@ M.schema = record {
                                  .. '(a new uneven split every iteration, to test that any split trains the same)' }),
     batches = list(integer(nil, { min = 0 }), { doc = 'fixed: one local batch per rank, summing to global_batch' }),
   },
+  -- A Lua policy deciding the plan every iteration (engine/script/policy_host.hpp).
+  policy = record {
+    file = string_(nil, { doc = "a policy under scripts/policies/ by name ('lbb'), or a path to a .lua file; "
+                               .. 'unset: the plan stays as plan.kind says' }),
+    params = free { doc = "the policy's parameters (thresholds...), given to init() as cluster.params" },
+    budget_ms = number(50, { gt = 0, doc = 'time budget of one policy call; a call past it is interrupted' }),
+    memory_mb = number(64, { gt = 0, doc = "memory cap of the policy's Lua state" }),
+    max_failures = integer(3, { min = 1, doc = 'failed calls in a row after which the policy is dropped '
+                                              .. 'and the last good plan kept' }),
+    history = integer(20, { min = 1, doc = 'iterations of stats history given to step()' }),
+    watch = boolean(true, { doc = 'reload the policy when its file changes (hot swap)' }),
+    min_batch = integer(0, { min = 0, doc = "every worker's smallest local batch" }),
+    max_batch = list(integer(nil, { min = 1 }), { doc = "per worker, its largest local batch (its memory cap); "
+                                                   .. 'default: global_batch' }),
+  },
   -- Emulated heterogeneity (engine/train/emulator.hpp). Ranks are numbered from 0.
   emulation = record {
     enabled = boolean(nil, { doc = 'default: true when any other emulation key is set' }),
@@ -551,6 +566,25 @@ function M.resolve(exp, overrides, source)
       fail(ctx, 'emulation.random.' .. pair[1], string.format("'emulation.random.%s' must be {min, max}", pair[1]),
            string.format('write emulation.random.%s = {min, max}', pair[1]))
     end
+  end
+
+  -- A policy is a name under scripts/policies/, or a path: relative to the working
+  -- directory, else to the experiment file's folder.
+  local pol = exp.policy
+  if pol.file then
+    local by_name = (package.tandem_root or '.') .. '/scripts/policies/' .. pol.file .. '.lua'
+    local beside = dirname(source) .. '/' .. pol.file
+    if not pol.file:find('[/.]') and file_exists(by_name) then pol.file = by_name
+    elseif file_exists(pol.file) then -- as given
+    elseif pol.file:sub(1, 1) ~= '/' and file_exists(beside) then pol.file = beside
+    else
+      fail(ctx, 'policy.file', string.format("policy '%s' not found", pol.file),
+           'name a policy in scripts/policies/ (equal, proportional, boa, lbb) or give the path of a .lua file')
+    end
+  end
+  if pol.max_batch and #pol.max_batch ~= exp.workers then
+    fail(ctx, 'policy.max_batch', string.format('policy.max_batch has %d entries for %d workers', #pol.max_batch,
+                                                exp.workers), 'give one largest local batch per worker')
   end
 
   -- A relative trace path is read relative to the working directory, else to the

@@ -1,0 +1,359 @@
+#include "engine/script/policy_host.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "engine/core/clock.hpp"
+#include "engine/core/error.hpp"
+#include "engine/core/log.hpp"
+
+namespace tandem {
+
+namespace {
+
+// How long past its budget a call may stay away before the host gives up on it: the
+// hook stops Lua code within a few hundred instructions of the budget, so only a C
+// function that never returns (or a machine far too loaded) gets here. A swap makes
+// up to five calls (load, init, save, restore, dry run), each with the budget.
+double hard_limit_ms(double budget_ms) { return 5.0 * budget_ms + 500.0; }
+
+std::string describe_device(const ExperimentConfig& cfg, int r) {
+  if (!cfg.emulation.enabled) return "cpu";
+  if (static_cast<size_t>(r) < cfg.emulation.workers.size()) {
+    const WorkerEmulation& w = cfg.emulation.workers[static_cast<size_t>(r)];
+    if (w.profile) return "emulated profile";
+    return fmt::format("emulated speed {:g}", w.speed);
+  }
+  return "emulated speed 1";
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
+  PolicyCluster c;
+  c.workers = workers;
+  c.global_batch = cfg.global_batch;
+  c.min_batch.assign(static_cast<size_t>(workers), cfg.policy.min_batch);
+  c.max_batch = cfg.policy.max_batch;
+  c.max_batch.resize(static_cast<size_t>(workers), cfg.global_batch);
+  for (int r = 0; r < workers; ++r) c.devices.push_back(describe_device(cfg, r));
+  c.params_json = cfg.policy.params_json;
+  c.history = cfg.policy.history;
+  const int64_t lo = std::accumulate(c.min_batch.begin(), c.min_batch.end(), int64_t{0});
+  const int64_t hi = std::accumulate(c.max_batch.begin(), c.max_batch.end(), int64_t{0});
+  TANDEM_CHECK_HINT(lo <= cfg.global_batch && hi >= cfg.global_batch,
+                    "lower policy.min_batch or raise policy.max_batch so that some split of the global batch fits",
+                    "no plan can satisfy the policy's bounds: the smallest batches add up to ", lo,
+                    " and the largest to ", hi, ", but the global batch is ", cfg.global_batch);
+  return c;
+}
+
+std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c) {
+  if (static_cast<int>(b.size()) != c.workers)
+    return fmt::format("{} local batches for {} workers", b.size(), c.workers);
+  for (size_t r = 0; r < b.size(); ++r) {
+    if (b[r] < c.min_batch[r] || b[r] > c.max_batch[r])
+      return fmt::format("worker {} gets {}, outside its bounds [{}, {}]", r, b[r], c.min_batch[r], c.max_batch[r]);
+  }
+  const int64_t sum = std::accumulate(b.begin(), b.end(), int64_t{0});
+  if (sum != c.global_batch) return fmt::format("the local batches sum to {}, not the global batch {}", sum, c.global_batch);
+  return "";
+}
+
+void check_policy(const ExperimentConfig& cfg, int workers) {
+  const PolicyCluster cluster = policy_cluster(cfg, workers);
+  try {
+    PolicySandbox sandbox(cfg.policy.file, {cfg.policy.budget_ms, cfg.policy.memory_mb});
+    sandbox.init(cluster);
+  } catch (const PolicyFailure& f) {
+    TANDEM_FAIL_HINT("fix the policy file, or leave policy.file unset to train with plan.kind",
+                     "policy ", cfg.policy.file, " failed to start (", f.kind_name(), "): ", f.what());
+  }
+}
+
+PolicyHost::PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster)
+    : cfg_(cfg), cluster_(std::move(cluster)), limits_{cfg.budget_ms, cfg.memory_mb} {
+  try {
+    sandbox_ = std::make_unique<PolicySandbox>(cfg_.file, limits_);
+    sandbox_->init(cluster_);
+  } catch (const PolicyFailure& f) {
+    TANDEM_FAIL_HINT("fix the policy file, or leave policy.file unset to train with plan.kind",
+                     "policy ", cfg_.file, " failed to start (", f.kind_name(), "): ", f.what());
+  }
+  name_ = sandbox_->name();
+  file_changed();  // records the file's current version
+  spdlog::info("policy {} ({}): budget {:g} ms and {:g} MB a call, {:.1f} MB after init{}", name_, cfg_.file,
+               limits_.budget_ms, limits_.memory_mb, sandbox_->memory_mb(),
+               cfg_.watch ? "; reloaded when the file changes" : "");
+  thread_ = std::thread([this] { run(); });
+}
+
+PolicyHost::~PolicyHost() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (!thread_.joinable()) return;
+  if (hung_) {
+    // The thread is stuck in a call that never returns; it cannot be joined. Leave
+    // it (and its sandbox) to the process's end.
+    thread_.detach();
+    (void)sandbox_.release();
+    return;
+  }
+  thread_.join();
+}
+
+std::string PolicyHost::policy_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return name_;
+}
+
+PolicyHost::Totals PolicyHost::totals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return totals_;
+}
+
+std::future<SwapResult> PolicyHost::swap(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  swaps_.emplace_back(path, std::promise<SwapResult>());
+  return swaps_.back().second.get_future();
+}
+
+void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats, const Plan& in_force) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hung_ || in_flight_) return;  // a hung thread takes nothing more; one call at a time
+    job_ = Job{iteration, stats, in_force.local_batch};
+    in_flight_ = true;
+    has_result_ = false;
+    started_ms_ = now_ms();
+  }
+  cv_.notify_all();
+}
+
+std::optional<Plan> PolicyHost::collect(PolicyReport& report) {
+  const double start = now_ms();
+  std::unique_lock<std::mutex> lock(mu_);
+  report = PolicyReport{};
+  report.policy = name_;
+  if (hung_) {
+    report.event = "hung";
+    return std::nullopt;
+  }
+  if (!in_flight_) return std::nullopt;  // nothing asked yet (the first iterations)
+  const double deadline = started_ms_ + hard_limit_ms(limits_.budget_ms);
+  while (!has_result_) {
+    const double left = deadline - now_ms();
+    if (left <= 0) break;
+    cv_.wait_for(lock, std::chrono::duration<double, std::milli>(std::min(left, 50.0)));
+  }
+  report.wait_ms = now_ms() - start;
+  totals_.wait_ms += report.wait_ms;
+  if (!has_result_) {
+    hung_ = true;
+    report.event = "hung";
+    report.reason = fmt::format("a call of policy {} has not returned {:.0f} ms after it started (budget {:g} ms): "
+                                "abandoned; training goes on with the last good plan", name_,
+                                now_ms() - started_ms_, limits_.budget_ms);
+    totals_.hung = totals_.disabled = true;
+    spdlog::error("{}", report.reason);
+    return std::nullopt;
+  }
+  in_flight_ = false;
+  has_result_ = false;
+  Decision d = std::move(result_);
+  d.report.wait_ms = report.wait_ms;
+  report = std::move(d.report);
+  return std::move(d.plan);
+}
+
+void PolicyHost::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || job_.has_value(); });
+    if (stop_) return;
+    Job job = std::move(*job_);
+    job_.reset();
+    busy_ = true;
+    lock.unlock();
+    Decision d = decide(job);
+    lock.lock();
+    busy_ = false;
+    result_ = std::move(d);
+    has_result_ = true;
+    cv_.notify_all();
+  }
+}
+
+bool PolicyHost::file_changed() {
+  struct stat st {};
+  if (::stat(cfg_.file.c_str(), &st) != 0) return false;  // being rewritten: look again next time
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const int64_t size = static_cast<int64_t>(st.st_size);
+  const bool changed = file_size_ >= 0 && (mtime != file_mtime_ns_ || size != file_size_);
+  file_mtime_ns_ = mtime;
+  file_size_ = size;
+  return changed;
+}
+
+// On the policy thread.
+PolicyHost::Decision PolicyHost::decide(const Job& job) {
+  Decision d;
+  d.report.from_iteration = job.iteration;
+  d.report.policy = sandbox_->name();
+
+  // A swap asked for through the API wins over a file change; earlier requests are
+  // superseded by the latest.
+  std::vector<std::pair<std::string, std::promise<SwapResult>>> requests;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests.swap(swaps_);
+  }
+  std::optional<std::string> swap_to;
+  if (!requests.empty()) {
+    swap_to = requests.back().first;
+    for (size_t i = 0; i + 1 < requests.size(); ++i)
+      requests[i].second.set_value({false, requests[i].first, "superseded by a later swap to " + *swap_to});
+  } else if (cfg_.watch && file_changed()) {
+    swap_to = cfg_.file;
+    spdlog::info("policy file {} changed: loading it", cfg_.file);
+  }
+
+  bool swapped = false;
+  if (swap_to) {
+    SwapResult r = try_swap(*swap_to, job, d);
+    swapped = r.ok;
+    if (!requests.empty()) requests.back().second.set_value(r);
+  }
+  if (!swapped) step_current(job, d);
+
+  window_.push_back(job);
+  while (static_cast<int>(window_.size()) > std::max(0, cluster_.history - 1)) window_.pop_front();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++totals_.calls;
+  totals_.cost_ms += d.report.cost_ms;
+  totals_.max_cost_ms = std::max(totals_.max_cost_ms, d.report.cost_ms);
+  if (d.plan) ++totals_.plans;
+  totals_.disabled = disabled_;
+  name_ = sandbox_->name();
+  return d;
+}
+
+void PolicyHost::step_current(const Job& job, Decision& d) {
+  if (disabled_) {
+    if (d.report.event == "idle") d.report.event = "disabled";
+    return;
+  }
+  PolicyAnswer answer;
+  try {
+    answer = sandbox_->step(job.iteration, cluster_.global_batch, job.stats);
+  } catch (const PolicyFailure& f) {
+    d.report.cost_ms += sandbox_->last_call_ms();
+    count_failure(f.kind_name(), f.what(), d);
+    return;
+  }
+  d.report.cost_ms += sandbox_->last_call_ms();
+  if (!answer.keep) {
+    const std::string problem = plan_problem(answer.local_batch, cluster_);
+    if (!problem.empty()) {
+      count_failure("rejected", "policy " + name_ + " returned an invalid plan: " + problem, d);
+      return;
+    }
+  }
+  failures_ = 0;
+  if (d.report.event == "idle") d.report.reason = answer.reason;  // else: a failed swap's reason
+  if (answer.keep || answer.local_batch == job.in_force) {
+    if (d.report.event == "idle") d.report.event = "keep";
+    return;
+  }
+  if (d.report.event == "idle") d.report.event = "plan";
+  d.report.plan = answer.local_batch;
+  d.plan = Plan{answer.local_batch};
+}
+
+void PolicyHost::count_failure(const std::string& kind, const std::string& message, Decision& d) {
+  ++failures_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++totals_.failures;
+    if (kind == "rejected") ++totals_.rejected;
+  }
+  d.report.event = kind;
+  d.report.reason = first_line(message);
+  spdlog::warn("policy {} at iteration {} ({}, {} in a row): {}", name_, d.report.from_iteration, kind, failures_,
+               message);
+  if (failures_ >= cfg_.max_failures) {
+    disabled_ = true;
+    d.report.event = "disabled";
+    spdlog::error("policy {} failed {} times in a row: it is no longer called; training goes on with the last good "
+                  "plan (fix the file to have it reloaded{})", name_, failures_,
+                  cfg_.watch ? "" : ", or swap in another policy");
+  }
+}
+
+SwapResult PolicyHost::try_swap(const std::string& path, const Job& job, Decision& d) {
+  SwapResult r;
+  r.policy = path;
+  const double start = now_ms();
+  std::unique_ptr<PolicySandbox> next;
+  PolicyAnswer answer;
+  std::string stage = "loading";
+  try {
+    next = std::make_unique<PolicySandbox>(path, limits_);
+    stage = "init";
+    next->init(cluster_);
+    stage = "handing over state";
+    if (!disabled_) sandbox_->hand_state_to(*next);
+    stage = "dry run";
+    for (const Job& past : window_) next->observe(past.iteration, cluster_.global_batch, past.stats);
+    answer = next->step(job.iteration, cluster_.global_batch, job.stats);
+    if (!answer.keep) {
+      const std::string problem = plan_problem(answer.local_batch, cluster_);
+      if (!problem.empty()) throw PolicyFailure(PolicyFailure::Garbage, "the dry run returned an invalid plan: " + problem);
+    }
+  } catch (const PolicyFailure& f) {
+    d.report.cost_ms += now_ms() - start;
+    r.message = fmt::format("policy {} not swapped in ({} failed, {}): {}", path, stage, f.kind_name(), f.what());
+    d.report.event = "swap_failed";
+    d.report.reason = first_line(r.message);
+    spdlog::warn("{}\n  the current policy {} keeps running", r.message, disabled_ ? "(none: disabled)" : name_);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++totals_.swap_failures;
+    return r;
+  }
+  d.report.cost_ms += now_ms() - start;
+  const std::string old = name_;
+  sandbox_ = std::move(next);
+  failures_ = 0;
+  disabled_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    name_ = sandbox_->name();
+    cfg_.file = path;
+    ++totals_.swaps;
+  }
+  file_mtime_ns_ = 0;
+  file_size_ = -1;
+  file_changed();
+  r.ok = true;
+  r.message = fmt::format("policy {} swapped in for {} (dry run on iteration {}: {})", name_, old, job.iteration,
+                          answer.keep ? "keep the plan" : "a new plan");
+  spdlog::info("{}", r.message);
+  d.report.event = "swapped";
+  d.report.policy = name_;
+  d.report.reason = answer.reason.empty() ? r.message : answer.reason;
+  if (!answer.keep && answer.local_batch != job.in_force) {
+    d.report.plan = answer.local_batch;
+    d.plan = Plan{answer.local_batch};
+  }
+  return r;
+}
+
+}  // namespace tandem

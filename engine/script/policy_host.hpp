@@ -1,0 +1,117 @@
+#pragma once
+// Rank 0's Lua policy, run on a thread of its own beside training (plan_policy.hpp
+// has the timing contract). The host owns the policy's sandbox and everything that
+// keeps a bad policy from hurting the run:
+//  - every answer is validated (one integer per worker, each within [min, max] of
+//    that worker, summing to the global batch); an invalid plan is rejected with
+//    its reason and the plan in force stays;
+//  - a call that raises, runs past its time budget or its memory cap counts as a
+//    failure; after policy.max_failures in a row the policy is dropped, the last
+//    good plan stays, and the log says so;
+//  - a call that never comes back (stuck in a C function the hook cannot reach) is
+//    abandoned after a hard deadline: training goes on with the last good plan;
+//  - hot swap: when the policy file changes (policy.watch) or swap() is called, the
+//    new file is loaded into a fresh sandbox, init(cluster), handed the old policy's
+//    save() through restore(), and dry-run on the history window and the latest
+//    stats; only if all of that succeeds and the dry run's answer is valid does it
+//    replace the old policy (its answer is that iteration's decision). A broken new
+//    file leaves the old policy running and says why.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/script/policy_sandbox.hpp"
+#include "engine/train/config.hpp"
+#include "engine/train/plan_policy.hpp"
+
+namespace tandem {
+
+// How a hot swap went.
+struct SwapResult {
+  bool ok = false;
+  std::string policy;   // the file that was tried
+  std::string message;  // "swapped in ..." or what failed, with the Lua traceback
+};
+
+// The cluster a policy sees at init, from the experiment: bounds per worker and a
+// device label per worker.
+PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers);
+
+// Loads the experiment's policy and runs init() once, on this thread: the launcher
+// calls it before starting ranks so a broken policy fails the run at once, with
+// its traceback. Throws tandem::Error.
+void check_policy(const ExperimentConfig& cfg, int workers);
+
+// Empty when valid, else why not.
+std::string plan_problem(const std::vector<int64_t>& local_batch, const PolicyCluster& cluster);
+
+class PolicyHost : public PlanPolicy {
+public:
+  // Loads and initialises the policy (on the calling thread; throws tandem::Error
+  // for a broken policy), then starts the policy thread.
+  PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster);
+  ~PolicyHost() override;
+
+  void submit(int64_t iteration, const std::vector<WorkerStats>& stats, const Plan& in_force) override;
+  std::optional<Plan> collect(PolicyReport& report) override;
+
+  // Swap in the policy at `path` (the REPL's entry): done at the next submit, on
+  // its stats; the future tells how it went.
+  std::future<SwapResult> swap(const std::string& path);
+  std::string policy_name() const;
+
+  // Totals for the summary.
+  struct Totals {
+    int64_t calls = 0, plans = 0, rejected = 0, failures = 0, swaps = 0, swap_failures = 0;
+    double cost_ms = 0.0, max_cost_ms = 0.0, wait_ms = 0.0;
+    bool disabled = false, hung = false;
+  };
+  Totals totals() const;
+
+private:
+  struct Job {
+    int64_t iteration = -1;
+    std::vector<WorkerStats> stats;
+    std::vector<int64_t> in_force;
+  };
+  struct Decision {
+    std::optional<Plan> plan;
+    PolicyReport report;
+  };
+
+  void run();
+  Decision decide(const Job& job);
+  void step_current(const Job& job, Decision& d);
+  SwapResult try_swap(const std::string& path, const Job& job, Decision& d);
+  void count_failure(const std::string& kind, const std::string& message, Decision& d);
+  bool file_changed();
+
+  PolicyConfig cfg_;
+  PolicyCluster cluster_;
+  PolicyLimits limits_;
+  std::unique_ptr<PolicySandbox> sandbox_;  // touched by the policy thread only, after start
+  std::deque<Job> window_;                  // recent stats, for a new policy's dry run
+  int failures_ = 0;                        // in a row
+  bool disabled_ = false;
+  int64_t file_mtime_ns_ = 0, file_size_ = -1;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Job> job_;           // waiting for the thread
+  bool busy_ = false, has_result_ = false, stop_ = false, hung_ = false, in_flight_ = false;
+  double started_ms_ = 0.0;          // when the thread took the job in flight
+  Decision result_;
+  std::vector<std::pair<std::string, std::promise<SwapResult>>> swaps_;
+  std::string name_;
+  Totals totals_;
+  std::thread thread_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,482 @@
+#include "engine/script/policy_sandbox.hpp"
+
+#include <luajit.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/clock.hpp"
+#include "engine/script/lua_state.hpp"
+
+namespace tandem {
+
+namespace {
+
+// The deadline of the call running on this thread; the hook reads it. A sandbox
+// state is only ever driven by one thread at a time, and a thread runs one call at
+// a time, so one slot per thread suffices (a hot swap's old and new policy take
+// turns on the policy thread).
+struct CallClock {
+  double deadline_ms = 0.0;
+  double budget_ms = 0.0;
+  bool expired = false;
+};
+thread_local CallClock* t_clock = nullptr;
+
+constexpr int kHookEvery = 256;  // VM instructions between two looks at the clock
+
+void budget_hook(lua_State* L, lua_Debug*) {
+  CallClock* clock = t_clock;
+  if (!clock || now_ms() <= clock->deadline_ms) return;
+  clock->expired = true;
+  // From now on every instruction raises, so a policy that pcalls its way around
+  // the first error meets the next one at once.
+  lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+  luaL_error(L, "interrupted: the call ran past its time budget of %.1f ms (policy.budget_ms)", clock->budget_ms);
+}
+
+struct ClockScope {
+  CallClock clock;
+  CallClock* saved;
+  lua_State* L;
+  ClockScope(lua_State* state, double budget_ms) : saved(t_clock), L(state) {
+    clock.budget_ms = budget_ms;
+    clock.deadline_ms = now_ms() + budget_ms;
+    t_clock = &clock;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, kHookEvery);
+  }
+  ~ClockScope() {
+    t_clock = saved;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, kHookEvery);
+  }
+};
+
+// Raises for the functions a policy must not reach: ones that would switch the
+// budget off (the JIT, the hook) or end the process.
+int forbidden(lua_State* L) {
+  return luaL_error(L, "%s is not available to policies: %s", lua_tostring(L, lua_upvalueindex(1)),
+                    lua_tostring(L, lua_upvalueindex(2)));
+}
+
+void forbid(lua_State* L, const char* table, const char* field, const char* why) {
+  lua_getglobal(L, table);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushfstring(L, "%s.%s", table, field);
+  lua_pushstring(L, why);
+  lua_pushcclosure(L, forbidden, 2);
+  lua_setfield(L, -2, field);
+  lua_pop(L, 1);
+}
+
+int jit_off_is_noop(lua_State*) { return 0; }
+
+void lock_down(lua_State* L) {
+  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  const char* jit_why = "policies run interpreted so their time budget can interrupt them";
+  forbid(L, "jit", "on", jit_why);
+  forbid(L, "jit", "flush", jit_why);
+  lua_getglobal(L, "jit");
+  if (lua_istable(L, -1)) {
+    lua_pushcfunction(L, jit_off_is_noop);
+    lua_setfield(L, -2, "off");
+  }
+  lua_pop(L, 1);
+  forbid(L, "debug", "sethook", "the engine's hook enforces the policy's time budget");
+  forbid(L, "os", "exit", "a policy cannot end the training run; raise an error instead");
+}
+
+// Pushes a JSON value (cluster.params) as Lua values.
+void push_json(lua_State* L, const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object:
+      lua_createtable(L, 0, static_cast<int>(j.size()));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        push_json(L, it.value());
+        lua_setfield(L, -2, it.key().c_str());
+      }
+      break;
+    case nlohmann::json::value_t::array: {
+      lua_createtable(L, static_cast<int>(j.size()), 0);
+      int i = 0;
+      for (const auto& v : j) {
+        push_json(L, v);
+        lua_rawseti(L, -2, ++i);
+      }
+      break;
+    }
+    case nlohmann::json::value_t::string:
+      lua_pushstring(L, j.get_ref<const std::string&>().c_str());
+      break;
+    case nlohmann::json::value_t::boolean:
+      lua_pushboolean(L, j.get<bool>());
+      break;
+    case nlohmann::json::value_t::null:
+    case nlohmann::json::value_t::discarded:
+      lua_pushnil(L);
+      break;
+    default:
+      lua_pushnumber(L, j.get<double>());
+  }
+}
+
+void set_number(lua_State* L, const char* key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+
+void push_int_array(lua_State* L, const std::vector<int64_t>& v) {
+  lua_createtable(L, static_cast<int>(v.size()), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    lua_pushnumber(L, static_cast<double>(v[i]));
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+}
+
+struct ClusterArgs {
+  const PolicyCluster* cluster;
+};
+
+// Builds cluster (the only argument of init); run as a protected C function, since
+// every allocation may meet the memory cap.
+int build_cluster(lua_State* L) {
+  const PolicyCluster& c = *static_cast<ClusterArgs*>(lua_touserdata(L, 1))->cluster;
+  lua_createtable(L, 0, 8);
+  set_number(L, "workers", c.workers);
+  set_number(L, "global_batch", static_cast<double>(c.global_batch));
+  set_number(L, "history", c.history);
+  push_int_array(L, c.min_batch);
+  lua_setfield(L, -2, "min_batch");
+  push_int_array(L, c.max_batch);
+  lua_setfield(L, -2, "max_batch");
+  lua_createtable(L, static_cast<int>(c.devices.size()), 0);
+  for (size_t i = 0; i < c.devices.size(); ++i) {
+    lua_pushstring(L, c.devices[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  lua_setfield(L, -2, "devices");
+  const nlohmann::json params = nlohmann::json::parse(c.params_json, nullptr, /*allow_exceptions=*/false);
+  if (params.is_object() || params.is_array())
+    push_json(L, params);
+  else
+    lua_newtable(L);
+  lua_setfield(L, -2, "params");
+  return 1;
+}
+
+struct StatsArgs {
+  int64_t iteration, global_batch;
+  const std::vector<WorkerStats>* stats;
+  int history_ref, history_len;
+};
+
+// Pushes stats = {iteration, global_batch, workers, history}, after appending this
+// iteration to the history window (oldest first, this one last). Worker tables
+// carry no device name: that is in cluster.devices, once.
+int build_stats(lua_State* L) {
+  const StatsArgs& a = *static_cast<StatsArgs*>(lua_touserdata(L, 1));
+  const std::vector<WorkerStats>& s = *a.stats;
+  lua_createtable(L, static_cast<int>(s.size()), 0);  // workers
+  for (size_t i = 0; i < s.size(); ++i) {
+    const WorkerStats& w = s[i];
+    lua_createtable(L, 0, 11);
+    set_number(L, "rank", static_cast<double>(i));
+    set_number(L, "local_batch", static_cast<double>(w.local_batch));
+    set_number(L, "compute_ms", w.compute_ms);
+    set_number(L, "comm_ms", w.comm_ms);
+    set_number(L, "idle_ms", w.idle_ms);
+    set_number(L, "data_ms", w.data_ms);
+    set_number(L, "optimizer_ms", w.optimizer_ms);
+    set_number(L, "step_ms", w.step_ms);
+    set_number(L, "samples_per_s", w.samples_per_s);
+    set_number(L, "memory_mb", w.memory_mb);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  const int workers = lua_gettop(L);
+
+  lua_rawgeti(L, LUA_REGISTRYINDEX, a.history_ref);  // history
+  const int history = lua_gettop(L);
+  int n = static_cast<int>(lua_objlen(L, history));
+  if (n >= a.history_len) {  // drop the oldest: shift down by one
+    for (int i = 1; i < n; ++i) {
+      lua_rawgeti(L, history, i + 1);
+      lua_rawseti(L, history, i);
+    }
+    lua_pushnil(L);
+    lua_rawseti(L, history, n);
+    --n;
+  }
+  lua_createtable(L, 0, 3);
+  set_number(L, "iteration", static_cast<double>(a.iteration));
+  set_number(L, "global_batch", static_cast<double>(a.global_batch));
+  lua_pushvalue(L, workers);
+  lua_setfield(L, -2, "workers");
+  lua_rawseti(L, history, n + 1);
+
+  lua_createtable(L, 0, 4);  // stats
+  set_number(L, "iteration", static_cast<double>(a.iteration));
+  set_number(L, "global_batch", static_cast<double>(a.global_batch));
+  lua_pushvalue(L, workers);
+  lua_setfield(L, -2, "workers");
+  lua_pushvalue(L, history);
+  lua_setfield(L, -2, "history");
+  return 1;
+}
+
+// Copies the plain value at `from`'s index 2 (a save() result) into L (this
+// function runs in the receiving state, protected), as the registry's restore slot.
+struct CopyArgs {
+  lua_State* from;
+  int index;
+};
+
+void copy_value(lua_State* L, lua_State* from, int idx, int depth) {
+  switch (lua_type(from, idx)) {
+    case LUA_TNIL: lua_pushnil(L); return;
+    case LUA_TBOOLEAN: lua_pushboolean(L, lua_toboolean(from, idx)); return;
+    case LUA_TNUMBER: lua_pushnumber(L, lua_tonumber(from, idx)); return;
+    case LUA_TSTRING: {
+      size_t len = 0;
+      const char* s = lua_tolstring(from, idx, &len);
+      lua_pushlstring(L, s, len);
+      return;
+    }
+    case LUA_TTABLE: {
+      if (depth > 64) luaL_error(L, "save() returned tables nested deeper than 64 levels (a cycle?)");
+      idx = abs_index(from, idx);
+      lua_newtable(L);
+      lua_pushnil(from);
+      while (lua_next(from, idx)) {
+        copy_value(L, from, -2, depth + 1);  // key
+        copy_value(L, from, -1, depth + 1);  // value
+        lua_rawset(L, -3);
+        lua_pop(from, 1);
+      }
+      return;
+    }
+    default:
+      luaL_error(L, "save() returned a %s: the state handed to restore() must be plain data (tables, numbers, "
+                 "strings, booleans)", luaL_typename(from, idx));
+  }
+}
+
+int copy_saved_state(lua_State* L) {
+  const CopyArgs& a = *static_cast<CopyArgs*>(lua_touserdata(L, 1));
+  copy_value(L, a.from, a.index, 0);
+  return 1;
+}
+
+}  // namespace
+
+const char* PolicyFailure::kind_name() const {
+  switch (kind_) {
+    case Timeout: return "timeout";
+    case Memory: return "memory";
+    case Garbage: return "rejected";
+    default: return "error";
+  }
+}
+
+// The state's allocator: realloc with a cap. Refusing makes Lua raise "not enough
+// memory" in the call that asked.
+struct PolicySandbox::Allocator {
+  size_t used = 0, cap = 0;
+  bool refused = false;
+  static void* alloc(void* ud, void* ptr, size_t old_size, size_t new_size) {
+    auto* a = static_cast<Allocator*>(ud);
+    if (new_size == 0) {
+      std::free(ptr);
+      a->used -= old_size;
+      return nullptr;
+    }
+    if (new_size > old_size && a->used - old_size + new_size > a->cap) {
+      a->refused = true;
+      return nullptr;
+    }
+    void* p = std::realloc(ptr, new_size);
+    if (p) a->used = a->used - old_size + new_size;
+    return p;
+  }
+};
+
+PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits)
+    : path_(path), limits_(limits), alloc_(std::make_unique<Allocator>()) {
+  alloc_->cap = static_cast<size_t>(limits.memory_mb * 1024.0 * 1024.0);
+  L_ = lua_newstate(&Allocator::alloc, alloc_.get());
+  if (!L_)
+    throw PolicyFailure(PolicyFailure::Memory, "could not create a Lua state for policy " + path +
+                                                   " (is policy.memory_mb too small?)");
+  open_tandem_libraries(L_);
+  lock_down(L_);
+  lua_newtable(L_);
+  history_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
+
+  try {
+    load_file(L_, path, "policy");
+  } catch (const std::exception& e) {
+    throw PolicyFailure(PolicyFailure::Error, e.what());
+  }
+  call(nullptr, 0, 1, "loading policy " + path);
+  if (!lua_istable(L_, -1) || [&] {
+        lua_getfield(L_, -1, "init");
+        lua_getfield(L_, -2, "step");
+        const bool ok = lua_isfunction(L_, -1) && lua_isfunction(L_, -2);
+        lua_pop(L_, 2);
+        return !ok;
+      }()) {
+    const std::string got = lua_istable(L_, -1) ? "a table without them" : lua_value_text(L_, -1);
+    lua_pop(L_, 1);
+    throw PolicyFailure(PolicyFailure::Garbage,
+                        "policy " + path + " must return a table with init(cluster) and step(stats) functions; it "
+                        "returned " + got + "\n  what to do: end the file "
+                            "with `return { init = function(cluster) ... end, step = function(stats) ... end }`");
+  }
+  policy_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
+}
+
+PolicySandbox::~PolicySandbox() {
+  if (L_) lua_close(L_);
+}
+
+std::string PolicySandbox::name() const {
+  std::string n = path_.substr(path_.find_last_of('/') + 1);
+  if (n.size() > 4 && n.compare(n.size() - 4, 4, ".lua") == 0) n.resize(n.size() - 4);
+  return n;
+}
+
+double PolicySandbox::memory_mb() const { return static_cast<double>(alloc_->used) / (1024.0 * 1024.0); }
+
+// Runs policy[function] under the budget with the nargs arguments on top of the
+// stack (function = null: the function is on the stack below its arguments).
+void PolicySandbox::call(const char* function, int nargs, int nresults, const std::string& what) {
+  if (function) {
+    lua_rawgeti(L_, LUA_REGISTRYINDEX, policy_ref_);
+    lua_getfield(L_, -1, function);
+    lua_remove(L_, -2);
+    lua_insert(L_, -(nargs + 1));
+  }
+  alloc_->refused = false;
+  const double start = now_ms();
+  ClockScope scope(L_, limits_.budget_ms);
+  try {
+    protected_call(L_, nargs, nresults, what);
+  } catch (const std::exception& e) {
+    last_call_ms_ = now_ms() - start;
+    const PolicyFailure::Kind kind = scope.clock.expired ? PolicyFailure::Timeout
+                                     : alloc_->refused  ? PolicyFailure::Memory
+                                                        : PolicyFailure::Error;
+    std::string message = e.what();
+    if (kind == PolicyFailure::Memory)
+      message += "\n  what to do: the policy's state may hold at most policy.memory_mb = " +
+                 std::to_string(static_cast<int>(limits_.memory_mb)) +
+                 " MB; look for a table that grows every call, or raise the cap";
+    throw PolicyFailure(kind, message);
+  }
+  last_call_ms_ = now_ms() - start;
+}
+
+void PolicySandbox::init(const PolicyCluster& cluster) {
+  workers_ = cluster.workers;
+  history_len_ = std::max(1, cluster.history);
+  ClusterArgs args{&cluster};
+  lua_pushcfunction(L_, build_cluster);
+  lua_pushlightuserdata(L_, &args);
+  call(nullptr, 1, 1, "building the cluster table for policy " + path_);  // cluster
+  call("init", 1, 0, "calling init(cluster) of policy " + path_);
+}
+
+void PolicySandbox::observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats) {
+  StatsArgs args{iteration, global_batch, &stats, history_ref_, history_len_};
+  lua_pushcfunction(L_, build_stats);
+  lua_pushlightuserdata(L_, &args);
+  call(nullptr, 1, 0, "recording the stats for policy " + path_);
+}
+
+PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats) {
+  StatsArgs args{iteration, global_batch, &stats, history_ref_, history_len_};
+  const double start = now_ms();
+  lua_pushcfunction(L_, build_stats);
+  lua_pushlightuserdata(L_, &args);
+  call(nullptr, 1, 1, "building the stats table for policy " + path_);  // stats
+  call("step", 1, 2, "calling step(stats) of policy " + path_);           // answer, reason?
+  last_call_ms_ = now_ms() - start;
+
+  // Read the answer without running any metamethod (raw access only: nothing here
+  // can raise), then leave the stack as it was.
+  PolicyAnswer answer;
+  const int top = lua_gettop(L_);
+  const int ans = top - 1;
+  struct Pop {
+    lua_State* L;
+    int to;
+    ~Pop() { lua_settop(L, to); }
+  } pop{L_, top - 2};
+  if (lua_isnil(L_, ans)) return answer;
+  auto garbage = [&](const std::string& why) {
+    return PolicyFailure(PolicyFailure::Garbage,
+                         "step(stats) of policy " + path_ + " " + why +
+                             "\n  what to do: return nil to keep the plan, or {local_batch = {b1, ..., bN}, reason "
+                             "= '...'} with one integer per worker");
+  };
+  if (!lua_istable(L_, ans)) throw garbage("returned " + lua_value_text(L_, ans) + ", not a plan table");
+  lua_pushstring(L_, "reason");
+  lua_rawget(L_, ans);
+  if (lua_type(L_, -1) == LUA_TSTRING) answer.reason = lua_tostring(L_, -1);
+  lua_pop(L_, 1);
+  if (answer.reason.empty() && lua_type(L_, top) == LUA_TSTRING) answer.reason = lua_tostring(L_, top);
+  lua_pushstring(L_, "local_batch");
+  lua_rawget(L_, ans);
+  if (!lua_istable(L_, -1)) throw garbage("returned a table without a local_batch list");
+  const int list = lua_gettop(L_);
+  const int n = static_cast<int>(lua_objlen(L_, list));
+  if (n != workers_)
+    throw garbage("returned " + std::to_string(n) + " local batches for " + std::to_string(workers_) + " workers");
+  answer.local_batch.resize(static_cast<size_t>(n));
+  for (int i = 1; i <= n; ++i) {
+    lua_rawgeti(L_, list, i);
+    const bool number = lua_type(L_, -1) == LUA_TNUMBER;
+    const double v = number ? lua_tonumber(L_, -1) : 0.0;
+    const std::string text = number ? "" : lua_value_text(L_, -1);
+    lua_pop(L_, 1);
+    if (!number) throw garbage("gave worker " + std::to_string(i - 1) + " the batch " + text + ", not a number");
+    if (!std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 9.0e15)
+      throw garbage("gave worker " + std::to_string(i - 1) + " the batch " + std::to_string(v) +
+                    ", not a finite integer");
+    answer.local_batch[static_cast<size_t>(i - 1)] = static_cast<int64_t>(v);
+  }
+  answer.keep = false;
+  return answer;
+}
+
+bool PolicySandbox::hand_state_to(PolicySandbox& next) {
+  lua_rawgeti(L_, LUA_REGISTRYINDEX, policy_ref_);
+  lua_getfield(L_, -1, "save");
+  const bool has_save = lua_isfunction(L_, -1);
+  lua_pop(L_, 2);
+  lua_rawgeti(next.L_, LUA_REGISTRYINDEX, next.policy_ref_);
+  lua_getfield(next.L_, -1, "restore");
+  const bool has_restore = lua_isfunction(next.L_, -1);
+  lua_pop(next.L_, 2);
+  if (!has_save || !has_restore) return false;
+
+  // Whatever happens, both stacks end as they began (a failed copy leaves the
+  // traversal's keys on this one).
+  struct Restore {
+    lua_State* L;
+    int top;
+    ~Restore() { lua_settop(L, top); }
+  } restore{L_, lua_gettop(L_)};
+  call("save", 0, 1, "calling save() of policy " + path_);  // saved
+  CopyArgs args{L_, lua_gettop(L_)};
+  lua_pushcfunction(next.L_, copy_saved_state);
+  lua_pushlightuserdata(next.L_, &args);
+  next.call(nullptr, 1, 1, "handing the saved state of " + path_ + " to " + next.path_);
+  next.call("restore", 1, 0, "calling restore(state) of policy " + next.path_);
+  return true;
+}
+
+}  // namespace tandem

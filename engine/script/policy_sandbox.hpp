@@ -1,0 +1,111 @@
+#pragma once
+// One balancing policy in a Lua state of its own (DESIGN.md habits 6 and 7).
+//
+// A fresh state per policy is the "fresh environment": a new file never sees the old
+// one's globals, and dropping a broken policy drops everything it made. The state
+// runs under two budgets that hold whatever the code does:
+//  - time: a count hook checks a wall-clock deadline every few hundred VM
+//    instructions and raises an error past it (and on every instruction after that,
+//    so a pcall inside the policy cannot swallow the interruption for long). LuaJIT
+//    does not call hooks inside JIT-compiled traces, so the JIT is turned off for
+//    this state and the policy cannot turn it back on (jit.on raises): a loop the
+//    JIT would have compiled is interpreted, and interrupted like any other;
+//  - memory: the state's allocator refuses to grow past the cap; Lua reports "not
+//    enough memory" in the call that asked, which fails like any error.
+// Infinite recursion is Lua's own "stack overflow" error. The host (policy_host.hpp)
+// backs these with a watchdog for the one thing they cannot stop: a C function
+// (lp_solve, say) that never returns.
+//
+// Not thread-safe: one thread at a time calls a sandbox.
+#include <lua.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/train/worker_stats.hpp"
+
+namespace tandem {
+
+struct PolicyLimits {
+  double budget_ms = 50.0;  // one call (load, init, step, save, restore)
+  double memory_mb = 64.0;  // the whole state
+};
+
+// What init(cluster) receives.
+struct PolicyCluster {
+  int workers = 1;
+  int64_t global_batch = 1;
+  std::vector<int64_t> min_batch, max_batch;  // per worker
+  std::vector<std::string> devices;           // per worker, a label for the device
+  std::string params_json = "{}";             // cluster.params
+  int history = 20;                           // iterations kept in stats.history
+};
+
+// What one step(stats) returned.
+struct PolicyAnswer {
+  bool keep = true;  // nil: keep the plan
+  std::vector<int64_t> local_batch;
+  std::string reason;
+};
+
+// Why a call failed: the Lua error (with its traceback), and whether a budget
+// stopped it.
+class PolicyFailure : public std::exception {
+public:
+  enum Kind { Error, Timeout, Memory, Garbage };
+  PolicyFailure(Kind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+  Kind kind() const { return kind_; }
+  const char* kind_name() const;
+
+private:
+  Kind kind_;
+  std::string message_;
+};
+
+class PolicySandbox {
+public:
+  // Loads and runs the policy file; it must return a table with init and step
+  // functions. Throws PolicyFailure (a file that is missing, does not parse, raises,
+  // or returns something else).
+  PolicySandbox(const std::string& path, const PolicyLimits& limits);
+  ~PolicySandbox();
+  PolicySandbox(const PolicySandbox&) = delete;
+  PolicySandbox& operator=(const PolicySandbox&) = delete;
+
+  void init(const PolicyCluster& cluster);
+  // step(stats) for iteration `iteration`'s stats (by rank), after appending them
+  // to the history window. Throws PolicyFailure; a plan-shaped answer comes back
+  // unvalidated against bounds (the host checks those).
+  PolicyAnswer step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats);
+  // Appends the stats to the history window without calling step (a dry run's
+  // new policy sees the same window as the old one did).
+  void observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats);
+  // next.restore(this.save()), when this has save and next has restore; the state
+  // is copied value by value (plain data only). Returns false when either is missing.
+  bool hand_state_to(PolicySandbox& next);
+
+  const std::string& path() const { return path_; }
+  std::string name() const;           // the file name without directory and .lua
+  double last_call_ms() const { return last_call_ms_; }
+  double memory_mb() const;           // what the state holds now
+  lua_State* lua() const { return L_; }  // for the REPL (same thread rules)
+
+private:
+  struct Allocator;
+  void call(const char* function, int nargs, int nresults, const std::string& what);
+
+  std::string path_;
+  PolicyLimits limits_;
+  std::unique_ptr<Allocator> alloc_;
+  lua_State* L_ = nullptr;
+  int policy_ref_ = LUA_NOREF;   // the table the file returned
+  int history_ref_ = LUA_NOREF;  // stats.history
+  int history_len_ = 20;
+  int workers_ = 0;
+  double last_call_ms_ = 0.0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,50 @@
+#pragma once
+// The seam between the training loop and whatever decides the next plan. The loop
+// (train/) knows only this interface; the Lua policy host (script/policy_host.hpp)
+// implements it, so the arrows still point down (DESIGN.md: script knows train).
+//
+// Timing contract, on rank 0, in iteration t:
+//   compute -> collect() the decision on iteration t-2's stats -> gradient all-reduce
+//   (the decision rides in the buffer's tail to every rank; it applies from t+1)
+//   -> the stats of t-1 arrive -> submit() them -> optimizer step.
+// So a policy has a whole step of compute to decide, in parallel with training, and
+// its decision on iteration t's stats applies from iteration t+3. collect() waits
+// for the call in flight (bounded by the policy's budget), which makes the plan
+// sequence deterministic: the same stats give the same plans at the same iterations.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/train/plan.hpp"
+#include "engine/train/worker_stats.hpp"
+
+namespace tandem {
+
+// What the trace gets about one policy decision.
+struct PolicyReport {
+  int64_t from_iteration = -1;  // the stats the decision was made on
+  std::string policy;           // file name of the policy that decided
+  // plan (a new plan) | keep (nil, or the plan in force) | rejected (an invalid plan)
+  // | error (raised, ran past its budget or memory) | swapped / swap_failed (hot swap,
+  // the new policy's dry run decided) | disabled (too many failures: last good plan
+  // kept) | hung (a call that never returned: abandoned) | idle (nothing was asked)
+  std::string event = "idle";
+  std::string reason;           // the policy's reason, or why it was rejected / failed
+  double cost_ms = 0.0;         // time spent inside the policy's Lua calls
+  double wait_ms = 0.0;         // time the training loop waited for the decision
+  std::vector<int64_t> plan;    // the new plan, for event plan / swapped
+};
+
+class PlanPolicy {
+public:
+  virtual ~PlanPolicy() = default;
+  // Iteration t's stats (by rank) and the plan they were measured under; returns
+  // at once, the policy decides in the background.
+  virtual void submit(int64_t iteration, const std::vector<WorkerStats>& stats, const Plan& in_force) = 0;
+  // The decision on the last submit: a validated plan, or nothing (keep the plan).
+  // Waits for a call in flight up to its budget; never longer.
+  virtual std::optional<Plan> collect(PolicyReport& report) = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,347 @@
+// The policy host's guard rails (engine/script/policy_sandbox.hpp, policy_host.hpp):
+// every way a policy can go wrong (raises, loops with and without the JIT, pcalls
+// around its interruption, recurses, allocates without bound, returns garbage,
+// never returns from C) ends in a failure that names it, within its budget, and
+// the training loop keeps the last good plan; hot swap by file change and by API,
+// with state handed over, and a broken new file that leaves the old one running.
+#define BOOST_TEST_MODULE policy_host
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/core/clock.hpp"
+#include "engine/script/policy_host.hpp"
+#include "engine/script/policy_sandbox.hpp"
+#include "tests/unit/test_support.hpp"
+
+using namespace tandem;
+using namespace tandem::testing;
+
+namespace {
+
+constexpr double kBudgetMs = 30.0;
+
+PolicyCluster cluster(int workers = 4, int64_t batch = 64) {
+  PolicyCluster c;
+  c.workers = workers;
+  c.global_batch = batch;
+  c.min_batch.assign(static_cast<size_t>(workers), 0);
+  c.max_batch.assign(static_cast<size_t>(workers), batch);
+  c.devices.assign(static_cast<size_t>(workers), "cpu");
+  c.params_json = R"({"threshold": 0.25, "names": ["a", "b"]})";
+  c.history = 5;
+  return c;
+}
+
+std::vector<WorkerStats> stats(int workers = 4, int64_t batch = 16) {
+  std::vector<WorkerStats> s(static_cast<size_t>(workers));
+  for (int r = 0; r < workers; ++r) {
+    s[static_cast<size_t>(r)].rank = r;
+    s[static_cast<size_t>(r)].valid = 1;
+    s[static_cast<size_t>(r)].local_batch = batch;
+    s[static_cast<size_t>(r)].compute_ms = 10.0 * (r + 1);
+  }
+  return s;
+}
+
+// A policy whose step body is `body` (it sees `stats` and the module table P).
+std::string policy(const std::string& step_body, const std::string& extra = "") {
+  return "local P = {}\n" + extra + "function P.init(cluster) P.cluster = cluster end\nfunction P.step(stats)\n" +
+         step_body + "\nend\nreturn P\n";
+}
+
+PolicyFailure::Kind step_failure(const std::string& file, double* elapsed_ms = nullptr) {
+  PolicySandbox box(file, {kBudgetMs, 32.0});
+  box.init(cluster());
+  const double start = now_ms();
+  try {
+    box.step(0, 64, stats());
+  } catch (const PolicyFailure& f) {
+    if (elapsed_ms) *elapsed_ms = now_ms() - start;
+    BOOST_TEST_MESSAGE(f.what());
+    // The sandbox is still usable after an interrupted call.
+    return f.kind();
+  }
+  BOOST_FAIL("step() should have failed");
+  return PolicyFailure::Error;
+}
+
+PolicyConfig host_config(const std::string& file, int max_failures = 3) {
+  PolicyConfig c;
+  c.file = file;
+  c.budget_ms = kBudgetMs;
+  c.memory_mb = 32.0;
+  c.max_failures = max_failures;
+  c.history = 5;
+  return c;
+}
+
+Plan plan_of(std::vector<int64_t> b) { return Plan{std::move(b)}; }
+
+// submit + collect, as the training loop does.
+std::optional<Plan> decide(PolicyHost& host, int64_t t, PolicyReport& report,
+                           std::vector<int64_t> in_force = {16, 16, 16, 16}) {
+  host.submit(t, stats(), plan_of(in_force));
+  return host.collect(report);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(stats_cluster_and_plan_reach_the_policy) {
+  TempDir dir("policy-stats");
+  const std::string f = dir.write("p.lua", policy(R"(
+    assert(P.cluster.workers == 4 and P.cluster.global_batch == 64 and P.cluster.history == 5)
+    assert(P.cluster.params.threshold == 0.25 and P.cluster.params.names[2] == 'b')
+    assert(P.cluster.max_batch[4] == 64 and P.cluster.devices[1] == 'cpu')
+    local w = stats.workers
+    assert(#w == 4 and w[2].rank == 1 and w[2].compute_ms == 20 and w[4].local_batch == 16)
+    assert(stats.history[#stats.history].workers == w)
+    assert(#stats.history == math.min(stats.iteration + 1, 5))
+    return { local_batch = {40, 8, 8, 8}, reason = 'rank 0 is fastest' })"));
+  PolicySandbox box(f, {kBudgetMs, 32.0});
+  box.init(cluster());
+  for (int t = 0; t < 8; ++t) {
+    const PolicyAnswer a = box.step(t, 64, stats());
+    BOOST_TEST(!a.keep);
+    BOOST_TEST(a.local_batch == (std::vector<int64_t>{40, 8, 8, 8}), boost::test_tools::per_element());
+    BOOST_TEST(a.reason == "rank 0 is fastest");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_jit_is_off_and_stays_off) {
+  TempDir dir("policy-jit");
+  const std::string f = dir.write("p.lua", policy("assert(jit.status() == false, 'jit on'); jit.on()"));
+  PolicySandbox box(f, {kBudgetMs, 32.0});
+  box.init(cluster());
+  try {
+    box.step(0, 64, stats());
+    BOOST_FAIL("jit.on() should raise");
+  } catch (const PolicyFailure& f) {
+    CHECK_CONTAINS(std::string(f.what()), "jit.on is not available to policies");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_error_comes_back_with_its_traceback) {
+  TempDir dir("policy-error");
+  const std::string f = dir.write("p.lua", policy("local function deep() error('bad model fit') end\ndeep()"));
+  PolicySandbox box(f, {kBudgetMs, 32.0});
+  box.init(cluster());
+  try {
+    box.step(0, 64, stats());
+    BOOST_FAIL("should raise");
+  } catch (const PolicyFailure& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(e.kind() == PolicyFailure::Error);
+    CHECK_CONTAINS(msg, "p.lua:4: bad model fit");
+    CHECK_CONTAINS(msg, "stack traceback");
+    CHECK_CONTAINS(msg, "in function 'deep'");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(runaway_loops_are_interrupted_within_the_budget) {
+  TempDir dir("policy-loops");
+  const struct {
+    const char* name;
+    const char* body;
+  } loops[] = {
+      {"while", "while true do end"},
+      // A numeric loop over arithmetic: what LuaJIT would compile into a trace that
+      // never looks at hooks, were the JIT on.
+      {"jit-shaped", "local x = 0\nfor i = 1, math.huge do x = x + i * 0.5 end\nreturn x"},
+      {"pcall-swallowing", "while true do pcall(function() while true do end end) end"},
+      {"string work", "local s = ''\nwhile true do s = ('x'):rep(10) .. s:sub(1, 100) end"},
+  };
+  for (const auto& loop : loops) {
+    BOOST_TEST_CONTEXT(loop.name) {
+      double elapsed = 0.0;
+      BOOST_TEST(step_failure(dir.write(std::string(loop.name) + ".lua", policy(loop.body)), &elapsed) ==
+                 PolicyFailure::Timeout);
+      BOOST_TEST(elapsed < kBudgetMs + 250.0);  // generous: CI runs tests side by side on 2 cores
+      BOOST_TEST(elapsed >= kBudgetMs * 0.9);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(endless_recursion_and_allocation_fail_cleanly) {
+  TempDir dir("policy-limits");
+  BOOST_TEST(step_failure(dir.write("r.lua", policy("local function f(n) return 1 + f(n + 1) end\nreturn f(1)"))) ==
+             PolicyFailure::Error);
+  BOOST_TEST(step_failure(dir.write("m.lua", policy("local t = {}\nwhile true do t[#t + 1] = ('x'):rep(100000) .. #t end"))) ==
+             PolicyFailure::Memory);
+  BOOST_TEST(step_failure(dir.write("big.lua", policy("return ('x'):rep(2 ^ 30)"))) == PolicyFailure::Memory);
+}
+
+BOOST_AUTO_TEST_CASE(garbage_answers_are_rejected_with_the_reason) {
+  TempDir dir("policy-garbage");
+  const struct {
+    const char* body;
+    const char* expect;
+  } cases[] = {
+      {"return 'faster'", "returned faster, not a plan table"},
+      {"return { 16, 16, 16, 16 }", "without a local_batch list"},
+      {"return { local_batch = {32, 32} }", "2 local batches for 4 workers"},
+      {"return { local_batch = {16, 16, 16, 'x'} }", "worker 3 the batch x, not a number"},
+      {"return { local_batch = {16.5, 15.5, 16, 16} }", "not a finite integer"},
+      {"return { local_batch = {0/0, 16, 16, 16} }", "not a finite integer"},
+      {"return { local_batch = {math.huge, 16, 16, 16} }", "not a finite integer"},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.body) {
+      PolicySandbox box(dir.write("g" + std::to_string(i++) + ".lua", policy(c.body)), {kBudgetMs, 32.0});
+      box.init(cluster());
+      try {
+        box.step(0, 64, stats());
+        BOOST_FAIL("should be rejected");
+      } catch (const PolicyFailure& f) {
+        BOOST_TEST(f.kind() == PolicyFailure::Garbage);
+        CHECK_CONTAINS(std::string(f.what()), c.expect);
+      }
+    }
+  }
+  // Plans of the right shape but outside the bounds: the host's check.
+  const PolicyCluster cl = cluster();
+  CHECK_CONTAINS(plan_problem({64, 0, 0, 1}, cl), "sum to 65, not the global batch 64");
+  CHECK_CONTAINS(plan_problem({-1, 33, 16, 16}, cl), "worker 0 gets -1, outside its bounds [0, 64]");
+  BOOST_TEST(plan_problem({64, 0, 0, 0}, cl).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_policy_keeps_the_last_good_plan_then_is_dropped) {
+  TempDir dir("policy-fallback");
+  // Good for the first two calls, then always failing in a different way.
+  const std::string f = dir.write("p.lua", policy(R"(
+    P.calls = P.calls + 1
+    if P.calls <= 2 then return { local_batch = {40, 8, 8, 8}, reason = 'good' } end
+    if P.calls == 3 then error('oops') end
+    if P.calls == 4 then return { local_batch = {64, 64, 0, 0} } end
+    while true do end)", "P.calls = 0\n"));
+  PolicyHost host(host_config(f, 3), cluster());
+  PolicyReport r;
+  BOOST_TEST(!host.collect(r).has_value());  // nothing asked yet
+  BOOST_TEST(r.event == "idle");
+  auto p = decide(host, 0, r);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(r.event == "plan");
+  BOOST_TEST(r.reason == "good");
+  BOOST_TEST(!decide(host, 1, r, {40, 8, 8, 8}).has_value());  // the same plan: keep
+  BOOST_TEST(r.event == "keep");
+  BOOST_TEST(!decide(host, 2, r, {40, 8, 8, 8}).has_value());
+  BOOST_TEST(r.event == "error");
+  CHECK_CONTAINS(r.reason, "oops");
+  BOOST_TEST(!decide(host, 3, r, {40, 8, 8, 8}).has_value());
+  BOOST_TEST(r.event == "rejected");
+  CHECK_CONTAINS(r.reason, "sum to 128");
+  const double start = now_ms();
+  BOOST_TEST(!decide(host, 4, r, {40, 8, 8, 8}).has_value());
+  BOOST_TEST(r.event == "disabled");  // the third failure in a row (a time-out)
+  BOOST_TEST(now_ms() - start < kBudgetMs + 250.0);
+  BOOST_TEST(!decide(host, 5, r, {40, 8, 8, 8}).has_value());
+  BOOST_TEST(r.event == "disabled");
+  BOOST_TEST(r.cost_ms == 0.0);  // not called any more
+  const PolicyHost::Totals totals = host.totals();
+  BOOST_TEST(totals.failures == 3);
+  BOOST_TEST(totals.rejected == 1);
+  BOOST_TEST(totals.disabled);
+}
+
+BOOST_AUTO_TEST_CASE(a_call_that_never_returns_is_abandoned) {
+  TempDir dir("policy-hung");
+  // A C function the hook cannot interrupt: os.execute waits for a child process.
+  const std::string f = dir.write("p.lua", policy("os.execute('sleep 2')"));
+  PolicyHost host(host_config(f), cluster());
+  PolicyReport r;
+  const double start = now_ms();
+  BOOST_TEST(!decide(host, 0, r).has_value());
+  const double waited = now_ms() - start;
+  BOOST_TEST(r.event == "hung");
+  BOOST_TEST(waited < 5.0 * kBudgetMs + 700.0);
+  // From now on nothing is asked and nothing waited for.
+  const double again = now_ms();
+  BOOST_TEST(!decide(host, 1, r).has_value());
+  BOOST_TEST(r.event == "hung");
+  BOOST_TEST(now_ms() - again < 10.0);
+}
+
+BOOST_AUTO_TEST_CASE(hot_swap_by_file_change_hands_over_state) {
+  TempDir dir("policy-swap");
+  const std::string state = R"(
+    function P.save() return { seen = P.seen, note = 'from v1' } end
+    function P.restore(s) P.seen = s.seen; P.note = s.note end
+  )";
+  const std::string f = dir.write("p.lua", policy(
+      "P.seen = (P.seen or 0) + 1\nreturn { local_batch = {16, 16, 16, 16}, reason = 'v1' }", state));
+  PolicyHost host(host_config(f), cluster());
+  PolicyReport r;
+  decide(host, 0, r, {10, 10, 22, 22});
+  BOOST_TEST(r.reason == "v1");
+  decide(host, 1, r);
+  // A new version: it must see the count the old one kept, and the history window.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a distinct mtime
+  dir.write("p.lua", policy(R"(
+    P.seen = P.seen + 1
+    assert(P.seen ~= 3 or #stats.history == 3, 'history ' .. #stats.history)
+    return { local_batch = {61, 1, 1, 1}, reason = 'v2 after ' .. P.seen .. ' ' .. P.note })", state));
+  auto p = decide(host, 2, r);
+  BOOST_TEST(r.event == "swapped");
+  BOOST_TEST(r.reason == "v2 after 3 from v1");
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(p->local_batch[0] == 61);
+
+  // A broken version: the running one stays.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  dir.write("p.lua", "local P = {}\nfunction P.step(stats) return nil end\nreturn P   -- no init\n");
+  decide(host, 3, r);
+  BOOST_TEST(r.event == "swap_failed");
+  CHECK_CONTAINS(r.reason, "must return a table with init(cluster) and step(stats)");
+  p = decide(host, 4, r);
+  BOOST_TEST(r.event == "plan");  // still v2
+  CHECK_CONTAINS(r.reason, "v2 after 5");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  dir.write("p.lua", policy("return { local_batch = {64, 0, 0, 0}, reason = 'syntax' } end end"));
+  decide(host, 5, r);
+  BOOST_TEST(r.event == "swap_failed");
+  CHECK_CONTAINS(r.reason, "p.lua");
+  const PolicyHost::Totals t = host.totals();
+  BOOST_TEST(t.swaps == 1);
+  BOOST_TEST(t.swap_failures == 2);
+}
+
+BOOST_AUTO_TEST_CASE(hot_swap_through_the_api_and_a_failing_dry_run) {
+  TempDir dir("policy-api-swap");
+  const std::string a = dir.write("a.lua", policy("return nil"));
+  const std::string b = dir.write("b.lua", policy("return { local_batch = {1, 1, 1, 61}, reason = 'b' }"));
+  const std::string bad = dir.write("bad.lua", policy("return { local_batch = {1, 1, 1, 1} }"));
+  PolicyConfig cfg = host_config(a);
+  cfg.watch = false;
+  PolicyHost host(cfg, cluster());
+  PolicyReport r;
+  decide(host, 0, r);
+  BOOST_TEST(r.event == "keep");
+  auto failed = host.swap(bad);
+  decide(host, 1, r);
+  const SwapResult fr = failed.get();
+  BOOST_TEST(!fr.ok);
+  CHECK_CONTAINS(fr.message, "the dry run returned an invalid plan");
+  BOOST_TEST(host.policy_name() == "a");
+  auto ok = host.swap(b);
+  auto p = decide(host, 2, r);
+  BOOST_TEST(ok.get().ok);
+  BOOST_TEST(host.policy_name() == "b");
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(p->local_batch[3] == 61);
+}
+
+BOOST_AUTO_TEST_CASE(a_broken_policy_at_start_is_an_error_that_says_why) {
+  TempDir dir("policy-start");
+  const std::string f = dir.write("p.lua", policy("return nil").replace(0, 0, "local x = = 1\n"));
+  const std::string msg = error_of([&] { PolicyHost host(host_config(f), cluster()); });
+  CHECK_CONTAINS(msg, "failed to start");
+  CHECK_CONTAINS(msg, "p.lua:1");
+  const std::string init_err = dir.write("i.lua", "return { init = function(c) error('needs params.speeds') end, "
+                                                  "step = function() end }");
+  CHECK_CONTAINS(error_of([&] { PolicyHost host(host_config(init_err), cluster()); }), "needs params.speeds");
+}

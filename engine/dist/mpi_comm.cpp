@@ -86,6 +86,13 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
   return missing;
 }
 
+void MpiComm::fail_deadline(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what) {
+  const std::string missing = missing_ranks(requests, peers);
+  abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
+                    missing.empty() ? std::string("rank 0 names the missing ranks")
+                                    : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+}
+
 void MpiComm::poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,
                          const std::vector<int>& peers, const char* what) {
   const double start = now_ms(), deadline = start + timeout_s_ * 1000.0;
@@ -93,12 +100,7 @@ void MpiComm::poll_until(const std::function<bool()>& done, std::vector<MPI_Requ
   for (;;) {
     if (done()) return;
     const double now = now_ms();
-    if (now > deadline) {
-      const std::string missing = missing_ranks(requests, peers);
-      abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
-                        missing.empty() ? std::string("rank 0 names the missing ranks")
-                                        : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
-    }
+    if (now > deadline) fail_deadline(requests, peers, what);
     if (now - start < kYieldMs) {
       sched_yield();
       continue;
@@ -154,14 +156,18 @@ ShmAllreduce::Wait MpiComm::shm_wait(const char* what) {
   return [this, what](const std::function<bool()>& open) {
     requests_.clear();
     peers_.clear();
-    // MPI_Test keeps the posted reports moving while waiting on shared memory.
-    poll_until(
-        [&] {
-          int flag = 0;
-          MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-          return open();
-        },
-        requests_, peers_, what);
+    const double deadline = now_ms() + timeout_s_ * 1000.0;
+    // open() sleeps until the barrier opens or for a millisecond: no yielding or
+    // sleeping here. MPI_Iprobe keeps the posted reports moving meanwhile.
+    while (!open()) {
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      if (now_ms() > deadline) {
+        const std::string missing = shm_->missing_ranks();
+        abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); missing rank(s): {} (stuck, "
+                          "dead or far slower)", what, timeout_s_, missing.empty() ? "none found" : missing));
+      }
+    }
   };
 }
 
@@ -196,6 +202,10 @@ void MpiComm::post_report(const void* report, size_t bytes, void* reports) {
     report_peers_.assign(1, 0);
     check_mpi(MPI_Isend(report, n, MPI_BYTE, 0, kReportTag, MPI_COMM_WORLD, &report_requests_[0]), "MPI_Isend",
               "sending the report");
+    // One test pushes the small (eager) message out now, so it waits in rank 0's
+    // queue rather than for this rank's next MPI call, after the all-reduce.
+    int sent = 0;
+    check_mpi(MPI_Test(&report_requests_[0], &sent, MPI_STATUS_IGNORE), "MPI_Test", "sending the report");
   }
 }
 

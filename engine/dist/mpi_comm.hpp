@@ -37,6 +37,9 @@ private:
   // unknown), or, on rank 0, those whose posted report has not come.
   void wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what);
   std::string missing_ranks(std::vector<MPI_Request>& requests, const std::vector<int>& peers);
+  // Past a deadline: aborts the run, naming the missing ranks.
+  [[noreturn]] void fail_deadline(std::vector<MPI_Request>& requests, const std::vector<int>& peers,
+                                  const char* what);
   // The poll loop itself: until done() is true, yielding then sleeping, aborting
   // with the missing ranks at the deadline.
   void poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,

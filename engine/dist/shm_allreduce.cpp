@@ -1,9 +1,15 @@
 #include "engine/dist/shm_allreduce.hpp"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <ctime>
 #include <new>
+#include <thread>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -14,14 +20,46 @@ namespace tandem {
 struct ShmAllreduce::Control {
   std::atomic<int> arrived;
   std::atomic<int> sense;
+  // Then, per rank, how many barriers it has entered: at a deadline, the ranks
+  // behind the waiter are the missing ones.
+  std::atomic<int64_t>* entered() { return reinterpret_cast<std::atomic<int64_t>*>(this + 1); }
 };
+static_assert(sizeof(ShmAllreduce::Control) % alignof(std::atomic<int64_t>) == 0, "the counters follow aligned");
 static_assert(std::atomic<int>::is_always_lock_free, "the shared barrier needs lock-free atomics");
+static_assert(sizeof(std::atomic<int>) == sizeof(int), "the barrier's sense word is a futex");
+
+namespace {
+
+// Shared (not process-private) futex calls on a word in the window: every rank
+// maps the same page, so the kernel matches them by physical address.
+int* futex_word(std::atomic<int>& a) { return reinterpret_cast<int*>(&a); }
+
+void futex_wait(std::atomic<int>& word, int while_value, long timeout_us) {
+  timespec ts{0, timeout_us * 1000};
+  syscall(SYS_futex, futex_word(word), FUTEX_WAIT, while_value, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<int>& word) {
+  syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// How long a waiter spins before it sleeps on the futex: worth it only when every
+// rank has a core of its own; with more ranks than cores a spinner takes the core
+// from the rank everyone waits for.
+double spin_us_for(int ranks) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores != 0 && static_cast<unsigned>(ranks) <= cores ? 50.0 : 0.0;
+}
+
+}  // namespace
 
 ShmAllreduce::ShmAllreduce(MPI_Comm node) : node_(node) {
   MPI_Comm_rank(node_, &rank_);
   MPI_Comm_size(node_, &size_);
+  spin_us_ = spin_us_for(size_);
   void* mine = nullptr;
-  const int rc = MPI_Win_allocate_shared(rank_ == 0 ? static_cast<MPI_Aint>(sizeof(Control)) : 0, 1, MPI_INFO_NULL,
+  const size_t control_bytes = sizeof(Control) + static_cast<size_t>(size_) * sizeof(std::atomic<int64_t>);
+  const int rc = MPI_Win_allocate_shared(rank_ == 0 ? static_cast<MPI_Aint>(control_bytes) : 0, 1, MPI_INFO_NULL,
                                          node_, &mine, &control_window_);
   TANDEM_CHECK_HINT(rc == MPI_SUCCESS, "check /dev/shm is writable", "MPI_Win_allocate_shared for the barrier failed");
   MPI_Aint size = 0;
@@ -32,6 +70,7 @@ ShmAllreduce::ShmAllreduce(MPI_Comm node) : node_(node) {
   if (rank_ == 0) {
     new (&control_->arrived) std::atomic<int>(0);
     new (&control_->sense) std::atomic<int>(0);
+    for (int r = 0; r < size_; ++r) new (&control_->entered()[r]) std::atomic<int64_t>(0);
   }
   MPI_Barrier(node_);  // set up once: a blocking barrier is fine here
 }
@@ -41,15 +80,36 @@ ShmAllreduce::~ShmAllreduce() {
   if (control_window_ != MPI_WIN_NULL) MPI_Win_free(&control_window_);
 }
 
+std::string ShmAllreduce::missing_ranks() const {
+  const int64_t mine = control_->entered()[rank_].load(std::memory_order_acquire);
+  std::string missing;
+  for (int r = 0; r < size_; ++r)
+    if (control_->entered()[r].load(std::memory_order_acquire) < mine)
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  return missing;
+}
+
 void ShmAllreduce::barrier(const Wait& wait) {
   sense_ = 1 - sense_;
+  control_->entered()[rank_].fetch_add(1, std::memory_order_release);
   if (control_->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
     control_->arrived.store(0, std::memory_order_relaxed);
     control_->sense.store(sense_, std::memory_order_release);  // the last one opens it
+    futex_wake_all(control_->sense);
     return;
   }
   const int want = sense_;
-  wait([this, want] { return control_->sense.load(std::memory_order_acquire) == want; });
+  auto open = [this, want] { return control_->sense.load(std::memory_order_acquire) == want; };
+  const double spin_until = now_ms() + spin_us_ / 1000.0;
+  while (now_ms() < spin_until)
+    if (open()) return;
+  // Then sleep on the sense word: the last rank's wake-up ends the sleep at once;
+  // the timeout only lets the caller's wait look at its deadline and MPI progress.
+  wait([&] {
+    if (open()) return true;
+    futex_wait(control_->sense, 1 - want, 1000);
+    return open();
+  });
 }
 
 void ShmAllreduce::reserve(size_t count) {

@@ -9,10 +9,14 @@
 // costly when ranks outnumber cores. The barriers themselves live in the window too
 // (a counter and a sense flag): arriving is one atomic add, and a waiter needs no
 // other rank to be scheduled to see the barrier open, unlike MPI's message rounds.
+// Waiters sleep on the sense word as a futex and the last arrival wakes them: no
+// waiter polls a core away from a rank still computing (ranks outnumber cores in
+// emulated clusters), and none waits a polling interval to notice the opening.
 #include <mpi.h>
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 namespace tandem {
 
@@ -23,14 +27,16 @@ public:
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
-  // Waits until open() is true: the caller's poll loop, with its deadline and its
-  // yielding and sleeping.
+  // Calls open() until it is true, between calls checking the caller's deadline and
+  // keeping MPI progressing; open() itself sleeps (on a futex) until it might be.
   using Wait = std::function<void(const std::function<bool()>& open)>;
   // In-place SUM. *arrival_ms, if given, gets the time spent in the first barrier
   // (waiting for every rank to arrive).
   void sum(float* data, size_t count, const Wait& wait, double* arrival_ms = nullptr);
   // A barrier over the node's ranks, through the shared window.
   void barrier(const Wait& wait);
+  // The ranks that have not yet entered the barrier this rank waits in ("1, 3").
+  std::string missing_ranks() const;
   // Makes room for `count` floats per rank. Collective (every rank, same count) and
   // blocking without a deadline: call it at start-up (Comm::prepare_allreduce), so
   // sum() only grows the window if a larger buffer ever comes.
@@ -44,9 +50,13 @@ private:
   size_t capacity_ = 0;    // floats per slot
   // The barrier's shared state (its own small window) and this rank's sense.
   MPI_Win control_window_ = MPI_WIN_NULL;
+public:
   struct Control;
+
+private:
   Control* control_ = nullptr;
   int sense_ = 0;
+  double spin_us_ = 0.0;  // spinning before sleeping, where ranks have cores of their own
 };
 
 }  // namespace tandem

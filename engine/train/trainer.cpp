@@ -169,7 +169,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   comm.prepare_allreduce(model.grads_with_tail_count());
   // The clock origin: every rank starts counting right after this all-reduce.
   std::vector<WorkerStats> reports(static_cast<size_t>(world));
-  WorkerStats mine;  // the stats of this rank's previous iteration (none yet)
+  WorkerStats mine;  // this rank's stats of the iteration it last finished (none yet)
+  double post_ms = 0.0;  // posting them
   double ready = 1.0;
   comm.allreduce_sum(&ready, 1, "start-up");
   const double origin = now_ms();
@@ -214,6 +215,27 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     const double compute_start = now_ms();
     const LossResult loss = step.compute(x, loader.labels(), ctx);
     now.real_compute_ms = now_ms() - compute_start;
+
+    // While the device (here: the emulated one) would still be computing, rank 0
+    // does its bookkeeping, off the collectives' path: every rank's stats of t-1,
+    // posted at the end of t-1, are in; rank 0 takes the policy's decision on t-2
+    // (to send with this iteration's gradients), records t-1, and hands t-1 to the
+    // policy, which decides while training goes on.
+    const double stats_start = now_ms();
+    comm.finish_reports("the stats reports");
+    now.stats_ms = post_ms + (now_ms() - stats_start);
+    std::optional<Plan> decided;
+    if (rank == 0) {
+      decided_before = std::move(decision);
+      decision = PolicyReport{};
+      if (policy) decided = policy->collect(decision);
+      record(t - 1);
+      if (policy && reports[0].valid) {
+        Plan ran;
+        for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
+        policy->submit(t - 1, reports, ran);
+      }
+    }
     if (cfg.emulation.enabled) {
       const Stretch s = emulator.stretch(rank, t, my_batch, profile_ms(machine, static_cast<double>(my_batch)));
       if (s.clamped && !warned_clamp) {
@@ -221,31 +243,25 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
                      "real speed (lower emulation.reference to avoid this)", rank, s.target_ms, my_batch);
         warned_clamp = true;
       }
-      if (now.real_compute_ms > s.target_ms) ++overruns;
+      if (now_ms() - compute_start > s.target_ms) ++overruns;
       sleep_until_ms(compute_start + s.target_ms);
       now.speed = emulator.speed(rank, t);
+      now.compute_ms = now_ms() - compute_start;
+    } else {
+      now.compute_ms = now.real_compute_ms;
     }
-    now.compute_ms = now_ms() - compute_start;
     now.loss_sum = loss.loss_sum;
     now.correct = loss.correct;
     now.samples_per_s = now.compute_ms > 0 ? static_cast<double>(my_batch) / (now.compute_ms / 1000.0) : 0.0;
     now.memory_mb = static_cast<double>(dev.bytes_in_use()) / (1024.0 * 1024.0);
 
-    // Synchronisation. The previous iteration's stats go to rank 0 on the way (no
-    // wait); every rank waits for the slowest to arrive (idle), then the gradients
-    // are summed (comm), with rank 0's stop decision riding in the buffer's tail. An
-    // emulated slow link holds every rank: a collective is as slow as its slowest link.
+    // Synchronisation: every rank waits for the slowest to arrive (idle), then the
+    // gradients are summed (comm), with rank 0's stop decision and the policy's
+    // plan riding in the buffer's tail. An emulated slow link holds every rank: a
+    // collective is as slow as its slowest link.
     const double sync_start = now_ms();
-    comm.post_report(&mine, sizeof mine, reports.data());
-    now.stats_ms = now_ms() - sync_start;
     const bool stop_here =
         rank == 0 && (g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds));
-    // Rank 0 collects the policy's decision on iteration t-2 (it had this whole
-    // step to make it) and sends it with the gradients; it applies from t+1.
-    std::optional<Plan> decided;
-    decided_before = std::move(decision);
-    decision = PolicyReport{};
-    if (policy) decided = policy->collect(decision);
     float* tail = model.grad_tail();
     std::fill(tail, tail + ControlTail::size(world), 0.0f);
     if (rank == 0) {
@@ -260,6 +276,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
       comm.arrive_and_allreduce(model.grads_with_tail(), model.grads_with_tail_count(), &now.idle_ms,
                                 "the gradient all-reduce");
       if (link_delay_ms > 0) sleep_until_ms(now_ms() + link_delay_ms);
+      now.comm_ms = now_ms() - sync_start - now.idle_ms;
     }
     stop_after = tail[ControlTail::kStop] > 0.5f;
     if (tail[ControlTail::kHasPlan] > 0.5f) {
@@ -268,24 +285,17 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
         next_plan->local_batch.push_back(static_cast<int64_t>(std::lround(tail[ControlTail::kPlan + static_cast<size_t>(r)])));
       next_plan->validate(world, cfg.global_batch);
     }
-    if (world > 1) now.comm_ms = now_ms() - sync_start - now.stats_ms - now.idle_ms;
-    const double reports_start = now_ms();
-    comm.finish_reports("the stats reports");
-    now.stats_ms += now_ms() - reports_start;
-    // Iteration t-1's stats are complete now: the policy decides on them while
-    // this rank goes on training.
-    if (policy && reports[0].valid) {
-      Plan ran;
-      for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
-      policy->submit(t - 1, reports, ran);
-    }
 
     const double opt_start = now_ms();
     step.update(cfg.global_batch, schedule.at(t));
     now.optimizer_ms = now_ms() - opt_start;
     now.step_ms = now_ms() - start;
+    // This iteration's stats leave for rank 0 now (no wait), to be there by its
+    // next compute. `mine` stays untouched until that send completes.
     mine = now;
-    record(t - 1);  // after the update: rank 0's bookkeeping stays off the collectives' path
+    const double post_start = now_ms();
+    comm.post_report(&mine, sizeof mine, reports.data());
+    post_ms = now_ms() - post_start;
 
     train_ms += now.step_ms;
     samples_done += cfg.global_batch;
@@ -323,7 +333,6 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     spdlog::warn("rank {}: {} of {} steps computed longer than their emulated time (the cores are oversubscribed); "
                  "lower emulation.reference or use fewer workers for a faithful emulation", rank, overruns, t);
   // The last iteration's stats.
-  comm.post_report(&mine, sizeof mine, reports.data());
   comm.finish_reports("the final stats reports");
   decided_before = std::move(decision);
   record(t - 1);

@@ -21,22 +21,14 @@ usage: tools/bench/hetero_balance.py BUILD_DIR [--iterations 200] [--out FILE]
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+from bench_common import Runner, alone_throughputs, calibration_overrides
 
 SPEEDS = [1, 1, 0.5, 0.25]
 B = 512
 REFERENCE = 0.125  # the speed-1 device, as a fraction of one core (--reference)
-
-
-def run(build, out_root, name, args):
-    out = os.path.join(out_root, name)
-    cmd = [f"{build}/tandem", "run", "scripts/experiments/quickstart.lua", "--out", out, "log_level=warn",
-           "eval_every=100000", "stop.target_accuracy=1"] + args
-    subprocess.run(cmd, check=True)
-    with open(os.path.join(out, "summary.json")) as f:
-        return json.load(f)
 
 
 def main():
@@ -48,25 +40,10 @@ def main():
     args = ap.parse_args()
     iters = f"stop.max_iterations={args.iterations}"
     root = tempfile.mkdtemp(prefix="tandem-hetero-")
-    common = [f"emulation.reference={args.reference}"]
-
-    def go(name, extra):
-        return run(args.build, root, name, extra + common)
-
-    # One calibration of this machine's compute for every run, so all of them
-    # stretch the same numbers (a calibration per run would add its noise).
-    go("calibrate", ["stop.max_iterations=1", f"global_batch={B}", "emulation.speeds=1"])
-    with open(os.path.join(root, "calibrate", "calibration.json")) as f:
-        cal = json.load(f)
-    common += ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
-               "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"])]
-
-    alone = []
-    for rank, speed in enumerate(SPEEDS):
-        s = go(f"alone{rank}", [iters, f"global_batch={B // len(SPEEDS)}",
-                                                   f"emulation.speeds={speed}"])
-        alone.append(s["samples_per_s"])
-        print(f"worker {rank} alone (speed {speed}): {s['samples_per_s']:.0f} samples/s", file=sys.stderr)
+    go = Runner(args.build, root, [f"emulation.reference={args.reference}", "eval_every=100000",
+                                   "stop.target_accuracy=1"])
+    go.common += calibration_overrides(go, B)
+    alone = alone_throughputs(go, SPEEDS, B // len(SPEEDS), args.iterations)
     ideal = sum(alone)
 
     speeds = ",".join(str(s) for s in SPEEDS)

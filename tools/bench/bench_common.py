@@ -1,0 +1,53 @@
+"""What the heterogeneity benchmarks share: running tandem, one calibration of this
+machine's compute for every run of a script (so all runs stretch the same numbers;
+a calibration per run would add its noise), and the ideal throughput of an emulated
+cluster (the sum of each worker's own samples/s, each measured alone)."""
+import json
+import os
+import subprocess
+import sys
+
+
+def run(build, out_root, name, args, experiment="scripts/experiments/quickstart.lua"):
+    """One tandem run; returns its summary.json."""
+    out = os.path.join(out_root, name)
+    cmd = [f"{build}/tandem", "run", experiment, "--out", out, "log_level=warn"] + args
+    subprocess.run(cmd, check=True)
+    with open(os.path.join(out, "summary.json")) as f:
+        return json.load(f)
+
+
+def calibration_overrides(go, global_batch):
+    """Calibrates once (a 1-iteration run) and returns the overrides that make every
+    later run use those numbers."""
+    go("calibrate", ["stop.max_iterations=1", f"global_batch={global_batch}", "emulation.speeds=1",
+                     "eval_every=100000", "stop.target_accuracy=1"])
+    return calibration_from(go.root)
+
+
+def calibration_from(root):
+    with open(os.path.join(root, "calibrate", "calibration.json")) as f:
+        cal = json.load(f)
+    return ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
+            "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"])]
+
+
+def alone_throughputs(go, speeds, local_batch, iterations):
+    """Each worker's own samples/s: one rank at that worker's speed."""
+    alone = []
+    for rank, speed in enumerate(speeds):
+        s = go(f"alone{rank}", [f"stop.max_iterations={iterations}", f"global_batch={local_batch}",
+                                f"emulation.speeds={speed}", "eval_every=100000", "stop.target_accuracy=1"])
+        alone.append(s["samples_per_s"])
+        print(f"worker {rank} alone (speed {speed}): {s['samples_per_s']:.0f} samples/s", file=sys.stderr)
+    return alone
+
+
+class Runner:
+    """go(name, args): a run under one root, with the common overrides appended."""
+
+    def __init__(self, build, root, common, experiment="scripts/experiments/quickstart.lua"):
+        self.build, self.root, self.common, self.experiment = build, root, common, experiment
+
+    def __call__(self, name, args, experiment=None):
+        return run(self.build, self.root, name, args + self.common, experiment or self.experiment)

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Balancing policies on an emulated heterogeneous cluster (issue: Lua policies).
+
+Emulation: speed factors, as in hetero_balance.py: 4 workers at 1, 1, 0.5, 0.25 of a
+reference device running at an eighth of a core (--reference), so the 4 ranks'
+real compute fits in the 2 cores and the numbers measure balancing. MLP
+784-256-256-10 on Fashion-MNIST, global batch 512, lr 0.2 (cosine over 6 epochs).
+
+1. For each policy (equal, proportional, boa, lbb): one run of --iterations
+   iterations with a test evaluation every 10. Reported: samples/s as a fraction of
+   the ideal (the sum of each worker's own samples/s, measured alone in this
+   script), training time until the test accuracy first reaches 85% (evaluations
+   excluded), that time as a fraction of equal's, the final test accuracy (every
+   policy trains on the same samples: they must agree within 0.5 points), and the
+   policy's cost per decision.
+2. The straggler scenario (tools/bench/experiments/straggler.lua): worker 0 drops
+   to 0.3 of its speed at iteration 150 and recovers at 350. For each change: the
+   best achievable step time is the policy's steady state in that phase (median
+   step time over the phase's last 50 iterations); recovery is the number of
+   iterations from the change until the step time is within 10% of it and stays
+   there for 5 iterations.
+
+usage: tools/bench/hetero_policies.py BUILD_DIR [--iterations 240] [--out FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+from bench_common import Runner, alone_throughputs, calibration_overrides
+
+SPEEDS = [1, 1, 0.5, 0.25]
+B = 512
+POLICIES = ["equal", "proportional", "boa", "lbb"]
+TARGET = 0.85
+CHANGES = [150, 350]  # the straggler experiment's event boundaries
+
+
+def trace(root, name):
+    with open(os.path.join(root, name, "trace.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def time_to_target(records):
+    for r in records:
+        if r["event"] == "eval" and r["test_accuracy"] >= TARGET:
+            return r["train_s"]
+    return None
+
+
+def recovery(records, changes, end):
+    steps = {r["iteration"]: r["step_ms"] for r in records if r["event"] == "iteration"}
+    out = []
+    bounds = changes + [end]
+    for i, change in enumerate(changes):
+        phase_end = bounds[i + 1]
+        best = statistics.median(steps[t] for t in range(phase_end - 50, phase_end) if t in steps)
+        within = [t for t in range(change, phase_end)
+                  if all(steps.get(u, 1e9) <= 1.1 * best for u in range(t, t + 5))]
+        first = within[0] if within else None
+        out.append({"change_at": change, "best_step_ms": best,
+                    "iterations_to_within_10pct": None if first is None else first - change})
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build")
+    ap.add_argument("--iterations", type=int, default=240)
+    ap.add_argument("--reference", type=float, default=0.125)
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="tandem-policies-")
+    go = Runner(args.build, root, [f"emulation.reference={args.reference}"])
+    go.common += calibration_overrides(go, B)
+    ideal = sum(alone_throughputs(go, SPEEDS, B // len(SPEEDS), 300))
+    speeds = ",".join(str(s) for s in SPEEDS)
+
+    results = {}
+    for policy in args.policies.split(","):
+        s = go(policy, [f"stop.max_iterations={args.iterations}", "stop.epochs=6", f"global_batch={B}", "lr=0.2",
+                        "eval_every=10", "stop.target_accuracy=1", "--workers", str(len(SPEEDS)),
+                        f"emulation.speeds={speeds}", f"policy.file={policy}"])
+        p = s.get("policy", {})
+        results[policy] = {
+            "samples_per_s": s["samples_per_s"], "fraction_of_ideal": s["samples_per_s"] / ideal,
+            "time_to_85_s": time_to_target(trace(root, policy)), "final_test_accuracy": s["test_accuracy"],
+            "idle_share": s["idle_share"], "comm_share": s["comm_share"],
+            "policy_cost_ms_mean": p.get("cost_ms_mean"), "policy_cost_ms_max": p.get("cost_ms_max"),
+            "policy_wait_ms_mean": p.get("wait_ms_mean"), "plan_changes": p.get("plan_changes"),
+            "policy_failures": p.get("failures")}
+    base = results.get("equal", {}).get("time_to_85_s")
+    for policy, r in results.items():
+        r["time_to_85_vs_equal"] = r["time_to_85_s"] / base if base and r["time_to_85_s"] else None
+        print(f"{policy:12s}: {r['fraction_of_ideal']:.2f} of ideal ({r['samples_per_s']:.0f} of {ideal:.0f} "
+              f"samples/s); 85% after {r['time_to_85_s'] or float('nan'):.2f} s "
+              f"({r['time_to_85_vs_equal'] or float('nan'):.2f} of equal's); final accuracy "
+              f"{r['final_test_accuracy']:.4f}; idle {100 * r['idle_share']:.0f}%, comm {100 * r['comm_share']:.1f}%; "
+              f"policy {r['policy_cost_ms_mean'] or 0:.3f} ms/decision (max {r['policy_cost_ms_max'] or 0:.2f})",
+              file=sys.stderr)
+
+    straggler = {}
+    for policy in ("lbb", "boa", "proportional"):
+        s = go(f"straggler-{policy}", [f"policy.file={policy}"], experiment="tools/bench/experiments/straggler.lua")
+        straggler[policy] = {"recovery": recovery(trace(root, f"straggler-{policy}"), CHANGES, s["iterations"]),
+                             "samples_per_s": s["samples_per_s"]}
+        for c in straggler[policy]["recovery"]:
+            print(f"straggler, {policy:12s}: change at {c['change_at']}: within 10% of the phase's best "
+                  f"({c['best_step_ms']:.1f} ms) after {c['iterations_to_within_10pct']} iteration(s)",
+                  file=sys.stderr)
+
+    result = {"benchmark": "hetero_policies", "emulation": f"speed factors, reference {args.reference} of a core",
+              "speeds": SPEEDS, "global_batch": B, "ideal_samples_per_s": ideal, "policies": results,
+              "straggler": straggler}
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

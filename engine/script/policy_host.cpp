@@ -286,6 +286,7 @@ void PolicyHost::count_failure(const std::string& kind, const std::string& messa
     if (kind == "rejected") ++totals_.rejected;
   }
   d.report.event = kind;
+  d.report.failed = true;
   d.report.reason = first_line(message);
   spdlog::warn("policy {} at iteration {} ({}, {} in a row): {}", name_, d.report.from_iteration, kind, failures_,
                message);

@@ -31,6 +31,7 @@ struct PolicyReport {
   // kept) | hung (a call that never returned: abandoned) | idle (nothing was asked)
   std::string event = "idle";
   std::string reason;           // the policy's reason, or why it was rejected / failed
+  bool failed = false;          // the call failed (its event may say disabled: the last straw)
   double cost_ms = 0.0;         // time spent inside the policy's Lua calls
   double wait_ms = 0.0;         // time the training loop waited for the decision
   std::vector<int64_t> plan;    // the new plan, for event plan / swapped

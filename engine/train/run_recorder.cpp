@@ -74,9 +74,7 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
                   p.reason.empty() ? "" : ": ", p.reason);
   }
   if (p.event == "swapped") ++s.swaps;
-  if (p.event == "error" || p.event == "timeout" || p.event == "memory" || p.event == "rejected" ||
-      p.event == "hung")
-    ++s.failures;
+  if (p.failed || p.event == "hung") ++s.failures;
   s.last_event = p.event;
 }
 

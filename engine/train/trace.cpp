@@ -2,6 +2,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <cmath>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
@@ -46,8 +47,10 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
     // Rare enough (one small object) to build as JSON: the reason needs escaping.
     nlohmann::json p{{"policy", policy->policy},   {"event", policy->event},
                      {"from_iteration", policy->from_iteration}, {"applies_from", r.iteration + 1},
-                     {"cost_ms", policy->cost_ms}, {"wait_ms", policy->wait_ms}};
+                     {"cost_ms", std::round(policy->cost_ms * 1e4) / 1e4},
+                     {"wait_ms", std::round(policy->wait_ms * 1e4) / 1e4}};
     if (!policy->reason.empty()) p["reason"] = policy->reason;
+    if (policy->failed) p["failed"] = true;
     if (!policy->plan.empty()) p["plan"] = policy->plan;
     line_ += ",\"policy\":" + p.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }

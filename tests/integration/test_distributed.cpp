@@ -23,84 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/test_support.hpp"
+#include "tests/integration/tandem_run.hpp"
 
 using namespace tandem::testing;
 using nlohmann::json;
 
 namespace {
-
-const TempDir& scratch() {
-  static TempDir dir("distributed");
-  return dir;
-}
-
-std::string quickstart() { return std::string(TANDEM_SOURCE_DIR) + "/scripts/experiments/quickstart.lua"; }
-
-// The overrides every run here shares: small model, no evaluations, quiet.
-const char* const kSmall = " model_args.hidden=64 eval_every=100000 stop.target_accuracy=1 log_level=warn";
-
-struct RunResult {
-  int status = -1;    // exit status, -1 when killed by a signal
-  double seconds = 0; // wall time of the whole command
-  std::string output; // stdout and stderr together
-};
-
-// Runs `prefix TANDEM_BINARY run EXPERIMENT <small overrides> --out DIR ARGS`, output
-// to <name>.log. prefix: e.g. an external mpirun; the command is under `timeout`.
-RunResult run_tandem(const std::string& name, const std::string& experiment, const std::string& args,
-                     const std::string& prefix = "", int timeout_s = 120) {
-  const std::string log = scratch().file(name + ".log");
-  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + prefix + std::string(TANDEM_BINARY) +
-                          " run " + experiment + kSmall + " --out " + scratch().file(name) + " " + args + " > " +
-                          log + " 2>&1";
-  BOOST_TEST_MESSAGE(cmd);
-  RunResult r;
-  const auto start = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  r.output = text.str();
-  std::cout << "run " << name << ": exit " << r.status << " in " << r.seconds << " s" << std::endl;
-  return r;
-}
-
-// Requires a successful run, showing its output when it failed.
-void require_ok(const RunResult& r) {
-  BOOST_REQUIRE_MESSAGE(r.status == 0, "tandem exited " << r.status << ":\n" << r.output);
-}
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  BOOST_REQUIRE_MESSAGE(in, "missing " << path);
-  return json::parse(in);
-}
-
-json summary_of(const std::string& run) { return read_json(scratch().file(run) + "/summary.json"); }
-
-// The "iteration" lines of a run's trace.jsonl, in order.
-std::vector<json> iterations(const std::string& run) {
-  const std::string path = scratch().file(run) + "/trace.jsonl";
-  std::ifstream in(path);
-  BOOST_REQUIRE_MESSAGE(in, "missing " << path);
-  std::vector<json> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    json j = json::parse(line);
-    if (j.value("event", "") == "iteration") out.push_back(std::move(j));
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  BOOST_REQUIRE(!v.empty());
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // An experiment file: the Lua table `body` returns (events are only settable there).
 std::string experiment_file(const std::string& name, const std::string& body) {

@@ -1,0 +1,99 @@
+#pragma once
+// Running the tandem binary from a Boost.Test file (tests/integration): a scratch
+// folder per test module, a run with the small-model overrides these tests share,
+// and readers for what a run leaves (summary.json, the trace's iteration lines).
+// Include after <boost/test/unit_test.hpp>, with BOOST_TEST_MODULE defined.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/unit/test_support.hpp"
+
+namespace tandem::testing {
+
+using nlohmann::json;
+
+#define TANDEM_STRINGIZE2(x) #x
+#define TANDEM_STRINGIZE(x) TANDEM_STRINGIZE2(x)
+
+inline const TempDir& scratch() {
+  static TempDir dir(TANDEM_STRINGIZE(BOOST_TEST_MODULE));
+  return dir;
+}
+
+inline std::string quickstart() { return std::string(TANDEM_SOURCE_DIR) + "/scripts/experiments/quickstart.lua"; }
+
+// The overrides every run here shares: small model, no evaluations, quiet.
+inline const char* const kSmall = " model_args.hidden=64 eval_every=100000 stop.target_accuracy=1 log_level=warn";
+
+struct RunResult {
+  int status = -1;    // exit status, -1 when killed by a signal
+  double seconds = 0; // wall time of the whole command
+  std::string output; // stdout and stderr together
+};
+
+// Runs `prefix TANDEM_BINARY run EXPERIMENT <small overrides> --out DIR ARGS`, output
+// to <name>.log. prefix: e.g. an external mpirun; the command is under `timeout`.
+inline RunResult run_tandem(const std::string& name, const std::string& experiment, const std::string& args,
+                     const std::string& prefix = "", int timeout_s = 120) {
+  const std::string log = scratch().file(name + ".log");
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + prefix + std::string(TANDEM_BINARY) +
+                          " run " + experiment + kSmall + " --out " + scratch().file(name) + " " + args + " > " +
+                          log + " 2>&1";
+  BOOST_TEST_MESSAGE(cmd);
+  RunResult r;
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  r.output = text.str();
+  std::cout << "run " << name << ": exit " << r.status << " in " << r.seconds << " s" << std::endl;
+  return r;
+}
+
+// Requires a successful run, showing its output when it failed.
+inline void require_ok(const RunResult& r) {
+  BOOST_REQUIRE_MESSAGE(r.status == 0, "tandem exited " << r.status << ":\n" << r.output);
+}
+
+inline json read_json(const std::string& path) {
+  std::ifstream in(path);
+  BOOST_REQUIRE_MESSAGE(in, "missing " << path);
+  return json::parse(in);
+}
+
+inline json summary_of(const std::string& run) { return read_json(scratch().file(run) + "/summary.json"); }
+
+// The "iteration" lines of a run's trace.jsonl, in order.
+inline std::vector<json> iterations(const std::string& run) {
+  const std::string path = scratch().file(run) + "/trace.jsonl";
+  std::ifstream in(path);
+  BOOST_REQUIRE_MESSAGE(in, "missing " << path);
+  std::vector<json> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json j = json::parse(line);
+    if (j.value("event", "") == "iteration") out.push_back(std::move(j));
+  }
+  return out;
+}
+
+inline double median(std::vector<double> v) {
+  BOOST_REQUIRE(!v.empty());
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace tandem::testing

@@ -1,0 +1,165 @@
+// Lua policies end to end through the tandem binary, several ranks: a policy's plans
+// reach every rank on the documented schedule and train exactly what one rank
+// trains; a policy that fails every call never stops training; a policy file that
+// changes during the run is swapped in with its state; lbb balances an emulated
+// heterogeneous cluster. Runs are short (a 64-unit MLP, tens of iterations).
+#define BOOST_TEST_MODULE policy_runs
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/integration/tandem_run.hpp"
+
+using namespace tandem::testing;
+
+namespace {
+
+std::vector<float> params_of(const std::string& run) {
+  std::ifstream in(scratch().file(run) + "/params.f32", std::ios::binary);
+  BOOST_REQUIRE_MESSAGE(in, "missing params of " << run);
+  std::vector<float> p;
+  float v;
+  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) p.push_back(v);
+  return p;
+}
+
+std::vector<int64_t> batches(const json& row) {
+  std::vector<int64_t> b;
+  for (const json& w : row["workers"]) b.push_back(w["local_batch"].get<int64_t>());
+  return b;
+}
+
+// Every 4th iteration's stats: the big share moves to the next worker.
+const char* kCycle = R"(local P = {}
+function P.init(c) P.n, P.B = c.workers, c.global_batch end
+function P.step(stats)
+  local t = stats.iteration
+  if t % 4 ~= 0 then return nil end
+  local k = (t / 4) % P.n
+  local b = {}
+  for i = 1, P.n do b[i] = 8 end
+  b[k + 1] = P.B - 8 * (P.n - 1)
+  return { local_batch = b, reason = 'big share to ' .. k }
+end
+return P
+)";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(plans_reach_every_rank_on_schedule_and_train_the_same) {
+  const std::string policy = scratch().write("cycle.lua", kCycle);
+  const std::string common = " global_batch=96 stop.max_iterations=30 save_params=true";
+  require_ok(run_tandem("cycle3", quickstart(), "--workers 3 policy.file=" + policy + common));
+  require_ok(run_tandem("one", quickstart(), "--workers 1" + common));
+
+  const auto rows = iterations("cycle3");
+  BOOST_REQUIRE_EQUAL(rows.size(), 30u);
+  int plans = 0;
+  for (size_t t = 0; t < rows.size(); ++t) {
+    const json& row = rows[t];
+    // The first decision (on iteration 0's stats) is collected in iteration 2.
+    BOOST_REQUIRE_MESSAGE(row.contains("policy") == (t >= 2), "policy record or not at iteration " << t);
+    if (t < 2) continue;
+    const json& p = row["policy"];
+    // Decided on the stats of t-2, sent with t's gradients, in force from t+1.
+    BOOST_TEST(p["from_iteration"] == static_cast<int64_t>(t) - 2);
+    BOOST_TEST(p["applies_from"] == static_cast<int64_t>(t) + 1);
+    BOOST_TEST(p["cost_ms"].get<double>() >= 0.0);
+    if (p["event"] == "plan") {
+      ++plans;
+      if (t + 1 < rows.size())
+        BOOST_TEST(batches(rows[t + 1]) == p["plan"].get<std::vector<int64_t>>(), boost::test_tools::per_element());
+      BOOST_TEST(p["reason"].get<std::string>().rfind("big share to", 0) == 0);
+    }
+  }
+  BOOST_TEST(plans >= 6);
+  // Any sequence of plans trains what one rank with the whole batch trains.
+  const std::vector<float> a = params_of("cycle3"), b = params_of("one");
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  BOOST_TEST(worst < 1e-5, "largest parameter difference " << worst);
+  const json s = summary_of("cycle3");
+  BOOST_TEST(s["policy"]["name"] == "cycle");
+  BOOST_TEST(s["policy"]["failures"] == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_policy_failing_every_call_never_stops_training) {
+  const std::string policy = scratch().write("broken.lua", R"(return {
+  init = function(c) end,
+  step = function(stats) error('model fit diverged') end })");
+  const RunResult r = run_tandem("broken", quickstart(),
+                                 "--workers 2 global_batch=64 stop.max_iterations=20 policy.file=" + policy);
+  require_ok(r);
+  CHECK_CONTAINS(r.output, "model fit diverged");
+  CHECK_CONTAINS(r.output, "failed 3 times in a row");
+  const json s = summary_of("broken");
+  BOOST_TEST(s["iterations"] == 20);
+  BOOST_TEST(s["policy"]["failures"] == 3);
+  BOOST_TEST(s["policy"]["last_event"] == "disabled");
+  for (const json& row : iterations("broken"))
+    BOOST_TEST(batches(row) == (std::vector<int64_t>{32, 32}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_policy_file_changed_during_the_run_is_swapped_in_with_its_state) {
+  // Version 1 rewrites its own file at iteration 6 (a user editing it, but on
+  // schedule); version 2 gets version 1's count through save/restore.
+  const std::string path = scratch().file("self.lua");
+  const std::string v2 = R"(local P = {}
+function P.init(c) P.B = c.global_batch end
+function P.restore(s) P.count = s.count end
+function P.step(stats) return { local_batch = { P.B - 16, 8, 8 }, reason = 'v2 after ' .. P.count } end
+return P
+)";
+  std::string v1 = R"(local P = { count = 0 }
+function P.init(c) end
+function P.save() return { count = P.count } end
+function P.step(stats)
+  P.count = P.count + 1
+  if stats.iteration == 6 then
+    local f = assert(io.open(')" + path + R"(', 'w'))
+    f:write([==[)" + v2 + R"(]==])
+    f:close()
+  end
+end
+return P
+)";
+  scratch().write("self.lua", v1);
+  require_ok(run_tandem("swap", quickstart(), "--workers 3 global_batch=96 stop.max_iterations=24 policy.file=" + path));
+  const auto rows = iterations("swap");
+  size_t swapped_at = 0;
+  for (size_t t = 0; t < rows.size(); ++t)
+    if (rows[t].contains("policy") && rows[t]["policy"]["event"] == "swapped") swapped_at = t;
+  BOOST_REQUIRE_MESSAGE(swapped_at > 0, "no swap in the trace");
+  // v1 saw iterations 0..6, v2's dry run is on iteration 7's stats.
+  BOOST_TEST(rows[swapped_at]["policy"]["reason"] == "v2 after 7");
+  BOOST_TEST(rows[swapped_at]["policy"]["from_iteration"] == 7);
+  for (size_t t = swapped_at + 1; t < rows.size(); ++t)
+    BOOST_TEST(batches(rows[t]) == (std::vector<int64_t>{80, 8, 8}), boost::test_tools::per_element());
+  BOOST_TEST(summary_of("swap")["policy"]["swaps"] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(lbb_balances_an_emulated_cluster) {
+  // Speeds 1, 1, 0.5, 0.25 of a quarter-core device: the equal split leaves the
+  // slowest worker 4 times the others' compute; lbb evens it out.
+  const std::string common =
+      "--workers 4 global_batch=256 stop.max_iterations=60 emulation.speeds=1,1,0.5,0.25 emulation.reference=0.25";
+  require_ok(run_tandem("lbb", quickstart(), common + " policy.file=lbb"));
+  const auto rows = iterations("lbb");
+  std::vector<double> spread;
+  for (size_t t = 30; t < rows.size(); ++t) {
+    double lo = 1e30, hi = 0.0;
+    for (const json& w : rows[t]["workers"]) {
+      lo = std::min(lo, w["compute_ms"].get<double>());
+      hi = std::max(hi, w["compute_ms"].get<double>());
+    }
+    spread.push_back(hi / lo);
+  }
+  BOOST_TEST(median(spread) < 1.25, "max/min compute time, median over iterations 30-59: " << median(spread));
+  const std::vector<int64_t> last = batches(rows.back());
+  BOOST_TEST(last[0] > 2 * last[2]);  // faster workers take more
+  BOOST_TEST(last[2] > last[3]);
+}

@@ -50,6 +50,17 @@ public:
   // waited, for slower ranks, goes to *idle_ms), then sums `data` over all ranks.
   // Keeping the wait out of the sum is what separates idle time from transfer time.
   virtual void arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what);
+  // When the last arrive_and_allreduce ended for all ranks alike (now_ms() clock),
+  // where the transport knows it (ranks sharing a host: the instant the shared
+  // all-reduce's last barrier opened); otherwise when it returned on this rank. The
+  // emulator starts every rank's next emulated step there, so a rank that had to
+  // wait for a core after the collective does not look slower.
+  virtual double last_sync_end_ms() const { return sync_end_ms_; }
+
+protected:
+  double sync_end_ms_ = 0.0;
+
+public:
 
   // From rank 0 to all: data of `bytes` (all ranks pass the same size).
   virtual void broadcast(void* data, size_t bytes, const char* what) = 0;

@@ -178,6 +178,7 @@ void MpiComm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, c
   }
   // The shared all-reduce's first barrier is the arrival: every rank is there.
   shm_->sum(data, count, shm_wait(what), idle_ms);
+  sync_end_ms_ = shm_->last_open_ms();
 }
 void MpiComm::allreduce_sum(double* data, size_t count, const char* what) {
   allreduce(data, count, MPI_DOUBLE, what);

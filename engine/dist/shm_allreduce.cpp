@@ -20,12 +20,14 @@ namespace tandem {
 struct ShmAllreduce::Control {
   std::atomic<int> arrived;
   std::atomic<int> sense;
+  std::atomic<double> opened_ms;  // when the last rank opened the barrier
   // Then, per rank, how many barriers it has entered: at a deadline, the ranks
   // behind the waiter are the missing ones.
   std::atomic<int64_t>* entered() { return reinterpret_cast<std::atomic<int64_t>*>(this + 1); }
 };
 static_assert(sizeof(ShmAllreduce::Control) % alignof(std::atomic<int64_t>) == 0, "the counters follow aligned");
-static_assert(std::atomic<int>::is_always_lock_free, "the shared barrier needs lock-free atomics");
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<double>::is_always_lock_free,
+              "the shared barrier needs lock-free atomics");
 static_assert(sizeof(std::atomic<int>) == sizeof(int), "the barrier's sense word is a futex");
 
 namespace {
@@ -70,6 +72,7 @@ ShmAllreduce::ShmAllreduce(MPI_Comm node) : node_(node) {
   if (rank_ == 0) {
     new (&control_->arrived) std::atomic<int>(0);
     new (&control_->sense) std::atomic<int>(0);
+    new (&control_->opened_ms) std::atomic<double>(0.0);
     for (int r = 0; r < size_; ++r) new (&control_->entered()[r]) std::atomic<int64_t>(0);
   }
   MPI_Barrier(node_);  // set up once: a blocking barrier is fine here
@@ -79,6 +82,8 @@ ShmAllreduce::~ShmAllreduce() {
   if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
   if (control_window_ != MPI_WIN_NULL) MPI_Win_free(&control_window_);
 }
+
+double ShmAllreduce::last_open_ms() const { return control_->opened_ms.load(std::memory_order_acquire); }
 
 std::string ShmAllreduce::missing_ranks() const {
   const int64_t mine = control_->entered()[rank_].load(std::memory_order_acquire);
@@ -94,6 +99,7 @@ void ShmAllreduce::barrier(const Wait& wait) {
   control_->entered()[rank_].fetch_add(1, std::memory_order_release);
   if (control_->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
     control_->arrived.store(0, std::memory_order_relaxed);
+    control_->opened_ms.store(now_ms(), std::memory_order_relaxed);
     control_->sense.store(sense_, std::memory_order_release);  // the last one opens it
     futex_wake_all(control_->sense);
     return;

@@ -35,6 +35,9 @@ public:
   void sum(float* data, size_t count, const Wait& wait, double* arrival_ms = nullptr);
   // A barrier over the node's ranks, through the shared window.
   void barrier(const Wait& wait);
+  // When the last barrier opened (now_ms() clock, the same for every rank of a
+  // host): the instant a collective ended for all.
+  double last_open_ms() const;
   // The ranks that have not yet entered the barrier this rank waits in ("1, 3").
   std::string missing_ranks() const;
   // Makes room for `count` floats per rank. Collective (every rank, same count) and

@@ -13,6 +13,7 @@ void Comm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, cons
   barrier(what);
   *idle_ms = now_ms() - start;
   allreduce_sum(data, count, what);
+  sync_end_ms_ = now_ms();
 }
 
 std::unique_ptr<Comm> make_world_comm(int* argc, char*** argv) {

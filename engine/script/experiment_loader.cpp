@@ -178,6 +178,10 @@ EmulationConfig to_emulation(const json& e) {
     if (!p.batch.empty() || !p.ms.empty()) {
       TANDEM_CHECK_HINT(p.batch.size() == p.ms.size(), "copy both lists from a run's calibration.json",
                         "emulation.calibration has ", p.batch.size(), " batches but ", p.ms.size(), " times");
+      p.host_ms = get_list<double>(e.at("calibration"), "host_ms");
+      TANDEM_CHECK_HINT(p.host_ms.empty() || p.host_ms.size() == p.batch.size(),
+                        "copy the lists from a run's calibration.json", "emulation.calibration has ", p.batch.size(),
+                        " batches but ", p.host_ms.size(), " host times");
       c.calibration = p;
     }
   }

@@ -3,14 +3,34 @@
 #include <algorithm>
 
 #include "engine/core/clock.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/nn/sgd.hpp"
 
 namespace tandem {
 
-DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t max_batch) {
+DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t max_batch, Model& model,
+                                const OptimizerConfig& optimizer) {
   constexpr int kRepeats = 5;
   DeviceProfile profile;
   StepContext ctx;
+  // The optimizer step costs the same at every batch: timed once, on scratch
+  // parameters with an optimizer of their own.
+  Device& dev = model.device();
+  Tensor scratch(dev, model.params().shape());
+  Sgd scratch_sgd(dev, model.param_count(), optimizer);
+  double optimizer_ms = 1e300;
+  for (int i = 0; i < kRepeats + 1; ++i) {
+    const double start = now_ms();
+    scratch_sgd.step(scratch, model.grads(), 0.0, 1);
+    if (i > 0) optimizer_ms = std::min(optimizer_ms, now_ms() - start);
+  }
   for (int64_t b = 1;; b = std::min(b * 2, max_batch)) {
+    double load_ms = 1e300;
+    for (int i = 0; i < kRepeats; ++i) {
+      const double start = now_ms();
+      loader.load(0, 0, b);
+      load_ms = std::min(load_ms, now_ms() - start);
+    }
     const Tensor& x = loader.load(0, 0, b);
     step.compute(x, loader.labels(), ctx);  // warm-up: buffers sized, caches filled
     double best = 1e300;
@@ -21,6 +41,7 @@ DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t ma
     }
     profile.batch.push_back(static_cast<double>(b));
     profile.ms.push_back(best);
+    profile.host_ms.push_back(load_ms + optimizer_ms);
     if (b == max_batch) break;
   }
   return profile;

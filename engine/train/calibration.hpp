@@ -19,7 +19,10 @@
 namespace tandem {
 
 // Forward + backward ms at batches 1, 2, 4, ... up to max_batch (and max_batch
-// itself), each the fastest of a few runs after a warm-up.
-DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t max_batch);
+// itself), each the fastest of a few runs after a warm-up; and the host's part at
+// each batch (loading it + an optimizer step, the latter on scratch copies so the
+// model and its optimizer state stay as they were).
+DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t max_batch, Model& model,
+                                const OptimizerConfig& optimizer);
 
 }  // namespace tandem

@@ -52,6 +52,10 @@ struct DeviceProfile {
   // Compute ms of one step at each measured local batch; interpolated linearly
   // between points and extrapolated from the last two beyond them.
   std::vector<double> batch, ms;
+  // This machine's calibration only: the host's part of a step at each batch
+  // (loading the batch + the optimizer step), which the emulated device does not
+  // stretch but which must not wait for a core either (trainer.cpp). May be empty.
+  std::vector<double> host_ms;
 };
 
 struct WorkerEmulation {

@@ -66,6 +66,10 @@ double profile_ms(const DeviceProfile& p, double local_batch) {
   return std::max(ms, 0.0);
 }
 
+double host_profile_ms(const DeviceProfile& machine, double local_batch) {
+  return profile_ms(DeviceProfile{machine.batch, machine.host_ms, {}}, local_batch);
+}
+
 Emulator::Emulator(const EmulationConfig& cfg, int world_size) : cfg_(cfg), world_size_(world_size) {
   TANDEM_CHECK(world_size >= 1, "emulator built for ", world_size, " workers");
   workers_.assign(static_cast<size_t>(world_size), WorkerEmulation{});

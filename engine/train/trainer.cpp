@@ -55,15 +55,18 @@ std::string shared_run_dir(const ExperimentConfig& cfg, Comm& comm) {
 }
 
 // Rank 0 calibrates alone (the others wait, sleeping) and every rank gets its numbers.
-DeviceProfile shared_calibration(TrainStep& step, BatchLoader& loader, int64_t max_batch, Comm& comm) {
+DeviceProfile shared_calibration(TrainStep& step, BatchLoader& loader, int64_t max_batch, Model& model,
+                                 const OptimizerConfig& optimizer, Comm& comm) {
   DeviceProfile machine;
-  if (comm.rank() == 0) machine = calibrate_compute(step, loader, max_batch);
+  if (comm.rank() == 0) machine = calibrate_compute(step, loader, max_batch, model, optimizer);
   size_t points = machine.ms.size();
   comm.broadcast(&points, sizeof points, "sharing the compute calibration");
   machine.batch.resize(points);
   machine.ms.resize(points);
+  machine.host_ms.resize(points);
   comm.broadcast(machine.batch.data(), points * sizeof(double), "sharing the compute calibration");
   comm.broadcast(machine.ms.data(), points * sizeof(double), "sharing the compute calibration");
+  comm.broadcast(machine.host_ms.data(), points * sizeof(double), "sharing the compute calibration");
   return machine;
 }
 
@@ -133,7 +136,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   DeviceProfile machine;
   if (cfg.emulation.enabled)
     machine = cfg.emulation.calibration ? *cfg.emulation.calibration
-                                        : shared_calibration(step, loader, cfg.global_batch, comm);
+                                        : shared_calibration(step, loader, cfg.global_batch, model, cfg.optimizer, comm);
   Plan plan = initial_plan(cfg, emulator, world, machine);
   // With a policy (rank 0 runs it), plans arrive through the control tail.
   const bool policy_on = !cfg.policy.file.empty();
@@ -160,7 +163,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
                  cfg.plan.kind == "random" ? "changing every iteration" : plan.str(), cfg.plan.kind);
     if (cfg.emulation.enabled) {
       spdlog::info("emulated heterogeneity:\n{}", emulator.describe());
-      nlohmann::json cal{{"batch", machine.batch}, {"ms", machine.ms}};
+      nlohmann::json cal{{"batch", machine.batch}, {"ms", machine.ms}, {"host_ms", machine.host_ms}};
       write_text_file(summary.run_dir + "/calibration.json", cal.dump() + "\n");
     }
     recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total);
@@ -174,6 +177,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   double ready = 1.0;
   comm.allreduce_sum(&ready, 1, "start-up");
   const double origin = now_ms();
+  // Where the emulated timeline of the next iteration starts: the end of the last
+  // collective (common to every rank). See the emulation step below.
+  double anchor = origin;
   bool stop_after = false;
 
   double train_ms = 0.0;
@@ -243,10 +249,18 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
                      "real speed (lower emulation.reference to avoid this)", rank, s.target_ms, my_batch);
         warned_clamp = true;
       }
-      if (now_ms() - compute_start > s.target_ms) ++overruns;
-      sleep_until_ms(compute_start + s.target_ms);
+      // The emulated worker's step starts at the anchor, where every rank left the
+      // last collective: its host part (loading, the optimizer step) takes what it
+      // takes on an idle core (calibrated), then its device computes for the target
+      // time. Ranks sharing cores get to their real work in turn, and that wait must
+      // not show as a slower worker: counting from the anchor absorbs it, so all
+      // ranks arrive when their emulated devices would.
+      const double host_ms = machine.host_ms.empty() ? 0.0 : host_profile_ms(machine, static_cast<double>(my_batch));
+      const double device_start = anchor + host_ms, deadline = device_start + s.target_ms;
+      if (now_ms() > deadline) ++overruns;
+      sleep_until_ms(deadline);
       now.speed = emulator.speed(rank, t);
-      now.compute_ms = now_ms() - compute_start;
+      now.compute_ms = now_ms() - device_start;
     } else {
       now.compute_ms = now.real_compute_ms;
     }
@@ -277,6 +291,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
                                 "the gradient all-reduce");
       if (link_delay_ms > 0) sleep_until_ms(now_ms() + link_delay_ms);
       now.comm_ms = now_ms() - sync_start - now.idle_ms;
+      anchor = comm.last_sync_end_ms() + link_delay_ms;
+    } else {
+      anchor = now_ms();
     }
     stop_after = tail[ControlTail::kStop] > 0.5f;
     if (tail[ControlTail::kHasPlan] > 0.5f) {
@@ -315,6 +332,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
       if (recorder)
         recorder->eval({t + 1, static_cast<double>(t + 1) / static_cast<double>(per_epoch), sums.loss_sum / sums.count,
                         accuracy, eval_clock.elapsed_ms(), train_ms / 1000.0});
+      anchor = now_ms();  // evaluations are not training time
       if (cfg.stop.target_accuracy && accuracy >= *cfg.stop.target_accuracy) {
         if (!summary.time_to_target_s) summary.time_to_target_s = train_ms / 1000.0;
         summary.stop_reason = "target_accuracy";

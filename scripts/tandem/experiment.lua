@@ -129,6 +129,7 @@ M.schema = record {
     calibration = record {
       batch = list(number(nil, { gt = 0 }), { doc = 'batches of a previous run\'s calibration.json' }),
       ms = list(number(nil, { gt = 0 }), { doc = 'its compute ms; given, it replaces the start-up calibration' }),
+      host_ms = list(number(nil, { min = 0 }), { doc = 'its host ms (batch loading + optimizer step)' }),
     },
   },
 }

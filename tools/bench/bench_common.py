@@ -29,7 +29,8 @@ def calibration_from(root):
     with open(os.path.join(root, "calibrate", "calibration.json")) as f:
         cal = json.load(f)
     return ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
-            "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"])]
+            "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"]),
+            "emulation.calibration.host_ms=" + ",".join(f"{m:.6f}" for m in cal["host_ms"])]
 
 
 def alone_throughputs(go, speeds, local_batch, iterations):

@@ -260,7 +260,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
       if (now_ms() > deadline) ++overruns;
       sleep_until_ms(deadline);
       now.speed = emulator.speed(rank, t);
-      now.compute_ms = now_ms() - device_start;
+      // The emulated device's time, unless the real compute outlasted it.
+      now.compute_ms = std::max(s.target_ms, now.real_compute_ms);
     } else {
       now.compute_ms = now.real_compute_ms;
     }

@@ -18,7 +18,8 @@ real compute fits in the 2 cores and the numbers measure balancing. MLP
    best achievable step time is the policy's steady state in that phase (median
    step time over the phase's last 50 iterations); recovery is the number of
    iterations from the change until the step time is within 10% of it and stays
-   there for 5 iterations.
+   there for 5 iterations; the same for the slowest worker's compute time (the
+   balance itself, without the all-reduce's noise).
 
 usage: tools/bench/hetero_policies.py BUILD_DIR [--iterations 240] [--out FILE]
 """
@@ -51,17 +52,24 @@ def time_to_target(records):
 
 
 def recovery(records, changes, end):
-    steps = {r["iteration"]: r["step_ms"] for r in records if r["event"] == "iteration"}
+    """Per change: iterations until the step time (and, apart, the slowest worker's
+    compute time, which leaves out the all-reduce's noise) is within 10% of the
+    phase's best and stays there for 5 iterations."""
+    rows = {r["iteration"]: r for r in records if r["event"] == "iteration"}
+    step = {t: r["step_ms"] for t, r in rows.items()}
+    compute = {t: max(w["compute_ms"] for w in r["workers"]) for t, r in rows.items()}
     out = []
     bounds = changes + [end]
     for i, change in enumerate(changes):
         phase_end = bounds[i + 1]
-        best = statistics.median(steps[t] for t in range(phase_end - 50, phase_end) if t in steps)
-        within = [t for t in range(change, phase_end)
-                  if all(steps.get(u, 1e9) <= 1.1 * best for u in range(t, t + 5))]
-        first = within[0] if within else None
-        out.append({"change_at": change, "best_step_ms": best,
-                    "iterations_to_within_10pct": None if first is None else first - change})
+        entry = {"change_at": change}
+        for name, series in (("step", step), ("max_compute", compute)):
+            best = statistics.median(series[t] for t in range(phase_end - 50, phase_end) if t in series)
+            within = [t for t in range(change, phase_end)
+                      if all(series.get(u, 1e9) <= 1.1 * best for u in range(t, t + 5))]
+            entry[f"best_{name}_ms"] = best
+            entry[f"{name}_iterations_to_within_10pct"] = within[0] - change if within else None
+        out.append(entry)
     return out
 
 
@@ -71,6 +79,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=240)
     ap.add_argument("--reference", type=float, default=0.125)
     ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--straggler-policies", default="lbb,boa,proportional")
     ap.add_argument("--out")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="tandem-policies-")
@@ -103,14 +112,15 @@ def main():
               file=sys.stderr)
 
     straggler = {}
-    for policy in ("lbb", "boa", "proportional"):
+    for policy in args.straggler_policies.split(","):
         s = go(f"straggler-{policy}", [f"policy.file={policy}"], experiment="tools/bench/experiments/straggler.lua")
         straggler[policy] = {"recovery": recovery(trace(root, f"straggler-{policy}"), CHANGES, s["iterations"]),
                              "samples_per_s": s["samples_per_s"]}
         for c in straggler[policy]["recovery"]:
-            print(f"straggler, {policy:12s}: change at {c['change_at']}: within 10% of the phase's best "
-                  f"({c['best_step_ms']:.1f} ms) after {c['iterations_to_within_10pct']} iteration(s)",
-                  file=sys.stderr)
+            print(f"straggler, {policy:12s}: change at {c['change_at']}: step time within 10% of the phase's best "
+                  f"({c['best_step_ms']:.1f} ms) after {c['step_iterations_to_within_10pct']} iteration(s); "
+                  f"slowest compute within 10% ({c['best_max_compute_ms']:.1f} ms) after "
+                  f"{c['max_compute_iterations_to_within_10pct']}", file=sys.stderr)
 
     result = {"benchmark": "hetero_policies", "emulation": f"speed factors, reference {args.reference} of a core",
               "speeds": SPEEDS, "global_batch": B, "ideal_samples_per_s": ideal, "policies": results,

@@ -4,13 +4,14 @@
 // implements it, so the arrows still point down (DESIGN.md: script knows train).
 //
 // Timing contract, on rank 0, in iteration t:
-//   compute -> collect() the decision on iteration t-2's stats -> gradient all-reduce
-//   (the decision rides in the buffer's tail to every rank; it applies from t+1)
-//   -> the stats of t-1 arrive -> submit() them -> optimizer step.
-// So a policy has a whole step of compute to decide, in parallel with training, and
-// its decision on iteration t's stats applies from iteration t+3. collect() waits
-// for the call in flight (bounded by the policy's budget), which makes the plan
-// sequence deterministic: the same stats give the same plans at the same iterations.
+//   every rank's stats of t-1 are in -> submit() them -> forward + backward (the
+//   policy decides meanwhile, on its own thread) -> collect() the decision ->
+//   gradient all-reduce (the decision rides in the buffer's tail to every rank)
+//   -> the plan is in force from t+1.
+// So the decision on iteration t's stats applies from iteration t+2, and its latency
+// hides behind a whole forward + backward. collect() waits for the call in flight
+// (bounded by the policy's budget), which makes the plan sequence deterministic:
+// the same stats give the same plans at the same iterations.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +36,7 @@ struct PolicyReport {
   double cost_ms = 0.0;         // time spent inside the policy's Lua calls
   double wait_ms = 0.0;         // time the training loop waited for the decision
   std::vector<int64_t> plan;    // the new plan, for event plan / swapped
+  int64_t applies_from = -1;    // the first iteration that runs it (set by the trainer)
 };
 
 class PlanPolicy {

@@ -46,7 +46,7 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
   if (policy && policy->event != "idle") {
     // Rare enough (one small object) to build as JSON: the reason needs escaping.
     nlohmann::json p{{"policy", policy->policy},   {"event", policy->event},
-                     {"from_iteration", policy->from_iteration}, {"applies_from", r.iteration + 1},
+                     {"from_iteration", policy->from_iteration}, {"applies_from", policy->applies_from},
                      {"cost_ms", std::round(policy->cost_ms * 1e4) / 1e4},
                      {"wait_ms", std::round(policy->wait_ms * 1e4) / 1e4}};
     if (!policy->reason.empty()) p["reason"] = policy->reason;

@@ -143,7 +143,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   TANDEM_CHECK(!policy_on || rank != 0 || policy != nullptr, "rank 0 was started without the experiment's policy ",
                cfg.policy.file, " (a bug in tandem's start-up)");
   std::optional<Plan> next_plan;  // received this iteration, in force from the next
-  PolicyReport decision, decided_before;  // the decisions of iterations t and t-1
+  PolicyReport decision;  // the policy's decision on the stats of t-1, sent in t
+  bool submitted = false;   // whether this iteration asked the policy for one
 
   RunSummary summary;
   summary.workers = world;
@@ -194,7 +195,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   auto record = [&](int64_t iteration) {
     if (recorder && reports[0].valid)
       recorder->iteration(iteration, schedule.at(iteration), reports, wall.elapsed_ms() / 1000.0,
-                          policy ? &decided_before : nullptr);
+                          policy && decision.event != "idle" ? &decision : nullptr);
   };
   for (; t < total; ++t) {
     if (next_plan) {
@@ -215,6 +216,19 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     const Tensor& x = loader.load(t, my_offset, my_batch);
     now.data_ms = now_ms() - start;
 
+    // Every rank's stats of t-1 (posted at the end of t-1) are in: rank 0 hands them
+    // to the policy, which decides while this iteration computes.
+    const double stats_start = now_ms();
+    comm.finish_reports("the stats reports");
+    now.stats_ms = post_ms + (now_ms() - stats_start);
+    submitted = false;
+    if (policy && reports[0].valid) {
+      Plan ran;
+      for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
+      policy->submit(t - 1, reports, ran);
+      submitted = true;
+    }
+
     StepContext ctx;
     ctx.seed = mix_seed(cfg.seed, static_cast<uint64_t>(t));
     ctx.first_sample = my_offset;
@@ -223,24 +237,16 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     now.real_compute_ms = now_ms() - compute_start;
 
     // While the device (here: the emulated one) would still be computing, rank 0
-    // does its bookkeeping, off the collectives' path: every rank's stats of t-1,
-    // posted at the end of t-1, are in; rank 0 takes the policy's decision on t-2
-    // (to send with this iteration's gradients), records t-1, and hands t-1 to the
-    // policy, which decides while training goes on.
-    const double stats_start = now_ms();
-    comm.finish_reports("the stats reports");
-    now.stats_ms = post_ms + (now_ms() - stats_start);
+    // does its bookkeeping, off the collectives' path: it takes the policy's
+    // decision on t-1 (to send with this iteration's gradients) and records t-1.
     std::optional<Plan> decided;
     if (rank == 0) {
-      decided_before = std::move(decision);
       decision = PolicyReport{};
-      if (policy) decided = policy->collect(decision);
-      record(t - 1);
-      if (policy && reports[0].valid) {
-        Plan ran;
-        for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
-        policy->submit(t - 1, reports, ran);
+      if (policy && submitted) {
+        decided = policy->collect(decision);
+        decision.applies_from = t + 1;
       }
+      record(t - 1);
     }
     if (cfg.emulation.enabled) {
       const Stretch s = emulator.stretch(rank, t, my_batch, profile_ms(machine, static_cast<double>(my_batch)));
@@ -353,7 +359,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
                  "lower emulation.reference or use fewer workers for a faithful emulation", rank, overruns, t);
   // The last iteration's stats.
   comm.finish_reports("the final stats reports");
-  decided_before = std::move(decision);
+  decision = PolicyReport{};  // the last iteration's stats were decided on by no one
   record(t - 1);
 
   if (summary.stop_reason == "epochs" && cfg.stop.max_iterations && t == *cfg.stop.max_iterations &&

@@ -272,6 +272,8 @@ int copy_saved_state(lua_State* L) {
 
 }  // namespace
 
+double policy_call_deadline_ms() { return t_clock ? t_clock->deadline_ms : HUGE_VAL; }
+
 const char* PolicyFailure::kind_name() const {
   switch (kind_) {
     case Timeout: return "timeout";

@@ -28,6 +28,11 @@
 
 namespace tandem {
 
+// The deadline (now_ms() clock) of the policy call running on this thread, +inf
+// outside one: C code a policy calls that can run long (lp_solve's solve) stops
+// there too, since the budget's hook cannot reach into C.
+double policy_call_deadline_ms();
+
 struct PolicyLimits {
   double budget_ms = 50.0;  // one call (load, init, step, save, restore)
   double memory_mb = 64.0;  // the whole state

@@ -168,6 +168,38 @@ BOOST_AUTO_TEST_CASE(runaway_loops_are_interrupted_within_the_budget) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_solve_asked_for_no_time_limit_still_stops_at_the_budget) {
+  // Subset sum with even weights and an odd target: infeasible in integers, but its
+  // relaxation is not, so branch and bound would search for a very long time.
+  TempDir dir("policy-solve");
+  const std::string f = dir.write("p.lua", policy(R"(
+    local lp = require 'lpsolve'
+    local m = lp.model()
+    local cols, coefs, seed = {}, {}, 12345
+    for i = 1, 60 do
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      cols[i] = m:var { int = true, hi = 1 }
+      coefs[i] = 2 * (500000 + seed % 1000000)
+    end
+    m:constraint(cols, coefs, '==', 20000001)
+    m:objective(cols, coefs, 'max')
+    local r = m:solve { time_limit_s = math.huge }
+    assert(r.status == 'timeout' or r.status == 'suboptimal', 'status ' .. r.status)
+    return nil)"));
+  // The solve comes back at the budget, as a status the policy can act on.
+  PolicySandbox box(f, {kBudgetMs, 32.0});
+  box.init(cluster());
+  const double start = now_ms();
+  try {
+    BOOST_TEST(box.step(0, 64, stats()).keep);
+  } catch (const PolicyFailure& e) {
+    BOOST_TEST(e.kind() == PolicyFailure::Timeout, e.what());  // or the hook got there first
+  }
+  const double elapsed = now_ms() - start;
+  BOOST_TEST(elapsed >= kBudgetMs * 0.5);
+  BOOST_TEST(elapsed < kBudgetMs + 250.0);
+}
+
 BOOST_AUTO_TEST_CASE(endless_recursion_and_allocation_fail_cleanly) {
   TempDir dir("policy-limits");
   BOOST_TEST(step_failure(dir.write("r.lua", policy("local function f(n) return 1 + f(n + 1) end\nreturn f(1)"))) ==

@@ -171,12 +171,12 @@ int build_cluster(lua_State* L) {
 struct StatsArgs {
   int64_t iteration, global_batch;
   const std::vector<WorkerStats>* stats;
+  const std::vector<std::string>* devices;
   int history_ref, history_len;
 };
 
 // Pushes stats = {iteration, global_batch, workers, history}, after appending this
-// iteration to the history window (oldest first, this one last). Worker tables
-// carry no device name: that is in cluster.devices, once.
+// iteration to the history window (oldest first, this one last).
 int build_stats(lua_State* L) {
   const StatsArgs& a = *static_cast<StatsArgs*>(lua_touserdata(L, 1));
   const std::vector<WorkerStats>& s = *a.stats;
@@ -185,6 +185,10 @@ int build_stats(lua_State* L) {
     const WorkerStats& w = s[i];
     lua_createtable(L, 0, 11);
     set_number(L, "rank", static_cast<double>(i));
+    if (i < a.devices->size()) {
+      lua_pushstring(L, (*a.devices)[i].c_str());
+      lua_setfield(L, -2, "device");
+    }
     set_number(L, "local_batch", static_cast<double>(w.local_batch));
     set_number(L, "compute_ms", w.compute_ms);
     set_number(L, "comm_ms", w.comm_ms);
@@ -383,6 +387,7 @@ void PolicySandbox::call(const char* function, int nargs, int nresults, const st
 
 void PolicySandbox::init(const PolicyCluster& cluster) {
   workers_ = cluster.workers;
+  devices_ = cluster.devices;
   history_len_ = std::max(1, cluster.history);
   ClusterArgs args{&cluster};
   lua_pushcfunction(L_, build_cluster);
@@ -392,14 +397,14 @@ void PolicySandbox::init(const PolicyCluster& cluster) {
 }
 
 void PolicySandbox::observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats) {
-  StatsArgs args{iteration, global_batch, &stats, history_ref_, history_len_};
+  StatsArgs args{iteration, global_batch, &stats, &devices_, history_ref_, history_len_};
   lua_pushcfunction(L_, build_stats);
   lua_pushlightuserdata(L_, &args);
   call(nullptr, 1, 0, "recording the stats for policy " + path_);
 }
 
 PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats) {
-  StatsArgs args{iteration, global_batch, &stats, history_ref_, history_len_};
+  StatsArgs args{iteration, global_batch, &stats, &devices_, history_ref_, history_len_};
   const double start = now_ms();
   lua_pushcfunction(L_, build_stats);
   lua_pushlightuserdata(L_, &args);

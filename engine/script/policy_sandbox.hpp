@@ -110,6 +110,7 @@ private:
   int history_ref_ = LUA_NOREF;  // stats.history
   int history_len_ = 20;
   int workers_ = 0;
+  std::vector<std::string> devices_;
   double last_call_ms_ = 0.0;
 };
 

@@ -101,6 +101,7 @@ BOOST_AUTO_TEST_CASE(stats_cluster_and_plan_reach_the_policy) {
     assert(P.cluster.max_batch[4] == 64 and P.cluster.devices[1] == 'cpu')
     local w = stats.workers
     assert(#w == 4 and w[2].rank == 1 and w[2].compute_ms == 20 and w[4].local_batch == 16)
+    assert(w[3].device == 'cpu')
     assert(stats.history[#stats.history].workers == w)
     assert(#stats.history == math.min(stats.iteration + 1, 5))
     return { local_batch = {40, 8, 8, 8}, reason = 'rank 0 is fastest' })"));

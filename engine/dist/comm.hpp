@@ -37,6 +37,8 @@ public:
   virtual void post_report(const void* report, size_t bytes, void* reports) = 0;
   // Completes the posted reports: on rank 0 every report has then arrived.
   virtual void finish_reports(const char* what) = 0;
+  // Whether finish_reports() would return at once (never waits).
+  virtual bool reports_ready() = 0;
 
   // Returns once every rank has called it: where fast ranks wait for slow ones.
   virtual void barrier(const char* what) = 0;

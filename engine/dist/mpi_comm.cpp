@@ -210,6 +210,15 @@ void MpiComm::post_report(const void* report, size_t bytes, void* reports) {
   }
 }
 
+bool MpiComm::reports_ready() {
+  if (report_requests_.empty()) return true;
+  int done = 0;
+  check_mpi(MPI_Testall(static_cast<int>(report_requests_.size()), report_requests_.data(), &done,
+                        MPI_STATUSES_IGNORE),
+            "MPI_Testall", "checking the stats reports");
+  return done != 0;
+}
+
 void MpiComm::finish_reports(const char* what) {
   wait_all(report_requests_, report_peers_, what);
   report_requests_.clear();

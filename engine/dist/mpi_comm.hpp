@@ -24,6 +24,7 @@ public:
   void allreduce_sum(double* data, size_t count, const char* what) override;
   void post_report(const void* report, size_t bytes, void* reports) override;
   void finish_reports(const char* what) override;
+  bool reports_ready() override;
   void barrier(const char* what) override;
   void prepare_allreduce(size_t count) override;
   // With shared memory, the arrival is the shared all-reduce's first barrier.

@@ -216,18 +216,25 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     const Tensor& x = loader.load(t, my_offset, my_batch);
     now.data_ms = now_ms() - start;
 
-    // Every rank's stats of t-1 (posted at the end of t-1) are in: rank 0 hands them
-    // to the policy, which decides while this iteration computes.
-    const double stats_start = now_ms();
-    comm.finish_reports("the stats reports");
-    now.stats_ms = post_ms + (now_ms() - stats_start);
+    // Every rank's stats of t-1 were posted at the end of t-1. If they are all in,
+    // rank 0 hands them to the policy now, which then decides while this iteration
+    // computes; if a rank is still on its way (sharing a core, say), rank 0 does not
+    // wait for it here but after its own compute.
+    now.stats_ms = post_ms;
     submitted = false;
-    if (policy && reports[0].valid) {
-      Plan ran;
-      for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
-      policy->submit(t - 1, reports, ran);
-      submitted = true;
-    }
+    auto finish_reports_and_submit = [&] {
+      const double stats_start = now_ms();
+      comm.finish_reports("the stats reports");
+      now.stats_ms += now_ms() - stats_start;
+      if (policy && reports[0].valid) {
+        Plan ran;
+        for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
+        policy->submit(t - 1, reports, ran);
+        submitted = true;
+      }
+    };
+    const bool reports_in = comm.reports_ready();
+    if (reports_in) finish_reports_and_submit();
 
     StepContext ctx;
     ctx.seed = mix_seed(cfg.seed, static_cast<uint64_t>(t));
@@ -239,6 +246,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     // While the device (here: the emulated one) would still be computing, rank 0
     // does its bookkeeping, off the collectives' path: it takes the policy's
     // decision on t-1 (to send with this iteration's gradients) and records t-1.
+    if (!reports_in) finish_reports_and_submit();
     std::optional<Plan> decided;
     if (rank == 0) {
       decision = PolicyReport{};

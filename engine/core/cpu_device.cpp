@@ -8,6 +8,7 @@
 
 #include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
+#include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/bias_act.hpp"
 #include "kernels/cpu/bias_grad.hpp"
 #include "kernels/cpu/dropout.hpp"
@@ -83,6 +84,22 @@ public:
   void maxpool_backward(const float* dy, const int32_t* argmax, int n, int c, int h, int w, int oh, int ow,
                         float* dx) override {
     cpu::maxpool_backward(dy, argmax, n, c, h, w, oh, ow, dx);
+  }
+  void batchnorm_sums(const float* x, int batch, int channels, int spatial, double* sums) override {
+    cpu::batchnorm_sums(x, batch, channels, spatial, sums);
+  }
+  void batchnorm_forward(const float* x, const float* mean, const float* invstd, const float* gamma,
+                         const float* beta, int batch, int channels, int spatial, float* xhat, float* y) override {
+    cpu::batchnorm_forward(x, mean, invstd, gamma, beta, batch, channels, spatial, xhat, y);
+  }
+  void batchnorm_backward_sums(const float* dy, const float* xhat, int batch, int channels, int spatial,
+                               double* sums) override {
+    cpu::batchnorm_backward_sums(dy, xhat, batch, channels, spatial, sums);
+  }
+  void batchnorm_backward(const float* dy, const float* xhat, const float* gamma, const float* invstd,
+                          const double* sums, double count, int batch, int channels, int spatial,
+                          float* dx) override {
+    cpu::batchnorm_backward(dy, xhat, gamma, invstd, sums, count, batch, channels, spatial, dx);
   }
   void dropout_forward(const float* x, float* y, int rows, int cols, float p, uint64_t seed,
                        int64_t first_row) override {

@@ -67,6 +67,18 @@ public:
   virtual void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed,
                                 int64_t first_row) = 0;
 
+  // Batch normalisation over [batch, channels, spatial] (kernels/cpu/batchnorm.hpp):
+  // per-channel sums (2 x channels doubles, on the host, so they can be summed over
+  // workers), the normalisation, and the same two steps backward.
+  virtual void batchnorm_sums(const float* x, int batch, int channels, int spatial, double* sums) = 0;
+  virtual void batchnorm_forward(const float* x, const float* mean, const float* invstd, const float* gamma,
+                                 const float* beta, int batch, int channels, int spatial, float* xhat, float* y) = 0;
+  virtual void batchnorm_backward_sums(const float* dy, const float* xhat, int batch, int channels, int spatial,
+                                       double* sums) = 0;
+  virtual void batchnorm_backward(const float* dy, const float* xhat, const float* gamma, const float* invstd,
+                                  const double* sums, double count, int batch, int channels, int spatial,
+                                  float* dx) = 0;
+
   // Softmax cross-entropy with SUM reduction over rows, fused with its gradient:
   // dlogits = softmax(logits) - onehot(label). Returns the loss sum; *correct counts
   // rows whose arg-max equals the label. dlogits may be null (evaluation).

@@ -18,8 +18,20 @@
 namespace tandem {
 
 // What a step tells its layers.
+// Sums small per-channel statistics (batch norm's) over every worker's share of the
+// global batch, so a layer computes what one worker with the whole batch would,
+// however the batch is split. Every worker calls it the same number of times per
+// step, those with an empty share too.
+class BatchReducer {
+public:
+  virtual ~BatchReducer() = default;
+  virtual void sum(double* data, size_t count) = 0;
+};
+
 struct StepContext {
   bool training = true;
+  BatchReducer* reducer = nullptr;  // null: this worker's batch is the whole batch
+  bool update_running_stats = true;  // false for steps that are not training (calibration)
   uint64_t seed = 0;         // per-iteration seed (dropout masks)
   int64_t first_sample = 0;  // position of this worker's first sample in the global batch
 };

@@ -5,6 +5,7 @@
 
 #include "engine/core/error.hpp"
 #include "engine/nn/activation.hpp"
+#include "engine/nn/batchnorm.hpp"
 #include "engine/nn/conv2d.hpp"
 #include "engine/nn/linear.hpp"
 #include "engine/nn/maxpool2d.hpp"
@@ -45,10 +46,12 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail
   TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
                     spec.name, "' has no layers");
   Shape shape = input_;
-  auto add_macs = [&](double macs) {
-    if (macs_per_sample_ == 0.0) {
+  bool seen_params = false;
+  auto add_macs = [&](double macs) {  // for every layer with parameters
+    if (!seen_params) {
       first_layer_macs_ = macs;
       first_param_layer_ = layers_.size();
+      seen_params = true;
     }
     macs_per_sample_ += macs;
   };
@@ -90,12 +93,19 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail
                     shape_str(shape));
       const int k = a.need_int("kernel");
       layer = std::make_unique<MaxPool2d>(dev, shape, k, a.get_int("stride", k));
+    } else if (ls.type == "batchnorm") {
+      if (shape.size() != 3 && shape.size() != 1)
+        TANDEM_FAIL("batchnorm layer at ", ls.where, " needs a [channels, height, width] or [features] input, got ",
+                    shape_str(shape));
+      layer = std::make_unique<BatchNorm>(dev, shape, static_cast<float>(a.get("eps", 1e-5)),
+                                          static_cast<float>(a.get("momentum", 0.1)), a.get("sync", 1) != 0);
+      add_macs(0.0);  // a few operations per value: nothing next to the GEMMs
     } else if (ls.type == "flatten") {
       layer = std::make_unique<Flatten>(dev, shape);
     } else if (ls.type == "dropout") {
       layer = std::make_unique<Dropout>(dev, shape, static_cast<float>(a.need("p")), i);
     } else {
-      TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, flatten or dropout", "unknown layer type '", ls.type,
+      TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, batchnorm, flatten or dropout", "unknown layer type '", ls.type,
                        "' at ", ls.where);
     }
     shape = layer->output_shape();

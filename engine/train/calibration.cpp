@@ -13,6 +13,7 @@ DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t ma
   constexpr int kRepeats = 5;
   DeviceProfile profile;
   StepContext ctx;
+  ctx.update_running_stats = false;  // rank 0 alone: its model must stay as the others' are
   // The optimizer step costs the same at every batch: timed once, on scratch
   // parameters with an optimizer of their own.
   Device& dev = model.device();

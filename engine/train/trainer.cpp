@@ -95,6 +95,16 @@ Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int wor
 // What rides after the gradients through every all-reduce, written by rank 0 (the
 // other ranks write zeros, so the sum is rank 0's values): its stop decision, and
 // the policy's next plan, one float per worker (exact: batches are far below 2^24).
+// Batch-norm statistics summed over every rank's share of the global batch.
+class CommReducer final : public BatchReducer {
+public:
+  explicit CommReducer(Comm& comm) : comm_(comm) {}
+  void sum(double* data, size_t count) override { comm_.allreduce_sum(data, count, "the batch-norm statistics"); }
+
+private:
+  Comm& comm_;
+};
+
 struct ControlTail {
   static constexpr size_t kStop = 0, kHasPlan = 1, kPlan = 2;
   static size_t size(int world) { return kPlan + static_cast<size_t>(world); }
@@ -128,6 +138,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   Sgd sgd(dev, model.param_count(), cfg.optimizer);
   LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, per_epoch, total);
   TrainStep step(model, sgd);
+  CommReducer reducer(comm);
   BatchLoader loader(*train_set, sampler, dev);
   Emulator emulator(cfg.emulation, world);
 
@@ -237,6 +248,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     if (reports_in) finish_reports_and_submit();
 
     StepContext ctx;
+    ctx.reducer = world > 1 ? &reducer : nullptr;
     ctx.seed = mix_seed(cfg.seed, static_cast<uint64_t>(t));
     ctx.first_sample = my_offset;
     const double compute_start = now_ms();

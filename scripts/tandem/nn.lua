@@ -12,7 +12,7 @@
 local nn = {}
 
 -- Layer types the engine builds, with the options each constructor accepts.
-nn.layer_types = { 'linear', 'relu', 'conv2d', 'maxpool2d', 'flatten', 'dropout' }
+nn.layer_types = { 'linear', 'relu', 'conv2d', 'maxpool2d', 'batchnorm', 'flatten', 'dropout' }
 
 local this_source = debug.getinfo(1, 'S').source
 -- The tandem Lua library (scripts/tandem/): its frames are never the user's line.
@@ -191,6 +191,23 @@ function nn.flatten(...)
   local where = caller_where()
   no_arguments('flatten', select('#', ...))
   local l = layer('flatten', {}, where)
+  return l
+end
+
+-- nn.batchnorm([{eps = 1e-5, momentum = 0.1, sync = true}]): batch normalisation of
+-- the channels (after conv2d) or features (after linear). sync = true (default)
+-- normalises with the statistics of the whole global batch, however it is split
+-- over workers; false, with each worker's own (engine/nn/batchnorm.hpp).
+function nn.batchnorm(opts)
+  local where = caller_where()
+  opts = check_options('batchnorm', opts, { 'eps', 'momentum', 'sync' })
+  local eps, momentum = opts.eps == nil and 1e-5 or opts.eps, opts.momentum == nil and 0.1 or opts.momentum
+  if not (type(eps) == 'number' and eps > 0) then fail("nn.batchnorm: 'eps' must be a number > 0, got %s", show(eps)) end
+  if not (type(momentum) == 'number' and momentum >= 0 and momentum <= 1) then
+    fail("nn.batchnorm: 'momentum' must be a number in [0, 1], got %s", show(momentum))
+  end
+  local l = layer('batchnorm', { eps = eps, momentum = momentum, sync = flag('batchnorm', 'sync', opts.sync, true) },
+                  where)
   return l
 end
 

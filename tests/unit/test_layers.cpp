@@ -12,6 +12,7 @@
 #include "engine/nn/model.hpp"
 #include "engine/nn/shape_ops.hpp"
 #include "tests/unit/grad_check.hpp"
+#include "engine/nn/batchnorm.hpp"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -144,6 +145,46 @@ BOOST_AUTO_TEST_CASE(maxpool2d_gradients) {
 BOOST_AUTO_TEST_CASE(maxpool2d_overlapping_gradients) {
   MaxPool2d layer(dev(), {1, 5, 5}, 3, 1);
   check_layer(layer, {1, 5, 5}, 2, 5e-3, 1.0f, 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(batchnorm_gradients) {
+  BatchNorm conv_bn(dev(), {3, 4, 5}, 1e-5f, 0.1f, true);
+  check_layer(conv_bn, {3, 4, 5}, 3, 2e-3);
+  BatchNorm feature_bn(dev(), {6}, 1e-5f, 0.1f, true);
+  check_layer(feature_bn, {6}, 5, 2e-3);
+}
+
+BOOST_AUTO_TEST_CASE(batchnorm_normalises_and_keeps_running_statistics) {
+  BatchNorm bn(dev(), {2, 3, 3}, 1e-5f, 0.5f, true);
+  std::vector<float> params(bn.param_count()), grads(bn.param_count());
+  Rng rng(1);
+  bn.bind(params.data(), grads.data());
+  bn.init_params(rng);
+  Tensor x(dev(), {4, 2, 3, 3});
+  auto xv = random_vector(static_cast<size_t>(x.numel()), 9, 3.0f);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] += (i / 9) % 2 ? 5.0f : -2.0f;  // channel 1 around 5, 0 around -2
+  std::copy(xv.begin(), xv.end(), x.data());
+  StepContext train;
+  const Tensor& y = bn.forward(x, train);
+  for (int c = 0; c < 2; ++c) {  // each channel: mean 0, variance 1 over batch and space
+    double s = 0, q = 0;
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 9; ++i) {
+        const double v = y.data()[(n * 2 + c) * 9 + i];
+        s += v;
+        q += v * v;
+      }
+    BOOST_TEST(std::abs(s / 36) < 1e-5);
+    BOOST_TEST(std::abs(q / 36 - 1.0) < 1e-3);
+  }
+  // Momentum 0.5 from (0, 1): halfway to the batch mean and unbiased variance.
+  BOOST_TEST(std::abs(bn.running_mean()[1] - 0.5 * 5.0) < 0.6);
+  BOOST_TEST(bn.running_var()[0] > 1.0);
+  StepContext eval;
+  eval.training = false;
+  const std::vector<double> before = bn.running_mean();
+  bn.forward(x, eval);  // evaluation uses the running statistics and leaves them
+  BOOST_TEST(bn.running_mean() == before, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(flatten_gradients) {

@@ -8,6 +8,7 @@
 
 #include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
+#include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/bias_act.hpp"
 #include "kernels/cpu/bias_grad.hpp"
@@ -84,6 +85,21 @@ public:
   void maxpool_backward(const float* dy, const int32_t* argmax, int n, int c, int h, int w, int oh, int ow,
                         float* dx) override {
     cpu::maxpool_backward(dy, argmax, n, c, h, w, oh, ow, dx);
+  }
+  void global_avgpool_forward(const float* x, int batch, int channels, int spatial, float* y) override {
+    cpu::global_avgpool_forward(x, batch, channels, spatial, y);
+  }
+  void global_avgpool_backward(const float* dy, int batch, int channels, int spatial, float* dx) override {
+    cpu::global_avgpool_backward(dy, batch, channels, spatial, dx);
+  }
+  void add_relu(const float* a, const float* b, float* y, size_t count) override {
+    for (size_t i = 0; i < count; ++i) {
+      const float v = a[i] + b[i];
+      y[i] = v > 0.0f ? v : 0.0f;
+    }
+  }
+  void add(const float* a, const float* b, float* y, size_t count) override {
+    for (size_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
   }
   void batchnorm_sums(const float* x, int batch, int channels, int spatial, double* sums) override {
     cpu::batchnorm_sums(x, batch, channels, spatial, sums);

@@ -67,6 +67,14 @@ public:
   virtual void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed,
                                 int64_t first_row) = 0;
 
+  // Global average pooling, [batch, channels, spatial] -> [batch, channels], and back.
+  virtual void global_avgpool_forward(const float* x, int batch, int channels, int spatial, float* y) = 0;
+  virtual void global_avgpool_backward(const float* dy, int batch, int channels, int spatial, float* dx) = 0;
+  // Elementwise y = relu(a + b): a residual block's join (act_backward undoes the ReLU).
+  virtual void add_relu(const float* a, const float* b, float* y, size_t count) = 0;
+  // Elementwise y = a + b (gradients meeting where a residual block forked).
+  virtual void add(const float* a, const float* b, float* y, size_t count) = 0;
+
   // Batch normalisation over [batch, channels, spatial] (kernels/cpu/batchnorm.hpp):
   // per-channel sums (2 x channels doubles, on the host, so they can be summed over
   // workers), the normalisation, and the same two steps backward.

@@ -5,10 +5,12 @@
 
 #include "engine/core/error.hpp"
 #include "engine/nn/activation.hpp"
+#include "engine/nn/avgpool.hpp"
 #include "engine/nn/batchnorm.hpp"
 #include "engine/nn/conv2d.hpp"
 #include "engine/nn/linear.hpp"
 #include "engine/nn/maxpool2d.hpp"
+#include "engine/nn/residual.hpp"
 #include "engine/nn/shape_ops.hpp"
 
 namespace tandem {
@@ -39,24 +41,19 @@ struct Args {
 
 bool is_relu(const std::vector<LayerSpec>& layers, size_t i) { return i < layers.size() && layers[i].type == "relu"; }
 
-}  // namespace
+struct BuiltLayer {
+  std::unique_ptr<Layer> layer;
+  double macs = 0.0;  // multiply-adds per sample, forward
+  bool has_params = false;
+};
 
-Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail)
-    : dev_(dev), name_(spec.name), input_(spec.input), classes_(spec.classes) {
-  TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
-                    spec.name, "' has no layers");
-  Shape shape = input_;
-  bool seen_params = false;
-  auto add_macs = [&](double macs) {  // for every layer with parameters
-    if (!seen_params) {
-      first_layer_macs_ = macs;
-      first_param_layer_ = layers_.size();
-      seen_params = true;
-    }
-    macs_per_sample_ += macs;
-  };
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& ls = spec.layers[i];
+// The layers of `specs`, in order, for inputs of `shape` (updated to the output
+// shape of the last). A residual block builds its body and shortcut the same way.
+std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& specs, Shape& shape) {
+  std::vector<BuiltLayer> out;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    BuiltLayer built;
+    const LayerSpec& ls = specs[i];
     Args a{ls};
     std::unique_ptr<Layer> layer;
     const int64_t in_numel = shape_numel(shape);
@@ -65,11 +62,11 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail
       if (in != in_numel)
         TANDEM_FAIL_HINT("drop in= to let the engine infer it, or fix the layer before", "linear layer at ", ls.where,
                          " says in=", in, " but its input ", shape_str(shape), " has ", in_numel, " values");
-      const bool fuse = is_relu(spec.layers, i + 1);
+      const bool fuse = is_relu(specs, i + 1);
       const int out = a.need_int("out");
       layer = std::make_unique<Linear>(dev, in, out, a.get("bias", 1) != 0,
                                        fuse ? Activation::relu : Activation::none);
-      add_macs(static_cast<double>(in) * out);
+      built.macs = static_cast<double>(in) * out;
       if (fuse) ++i;
     } else if (ls.type == "conv2d") {
       if (shape.size() != 3)
@@ -77,12 +74,12 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail
       const int ic = a.get_int("in_channels", static_cast<int>(shape[0]));
       if (ic != shape[0])
         TANDEM_FAIL("conv2d layer at ", ls.where, " says in_channels=", ic, " but its input is ", shape_str(shape));
-      const bool fuse = is_relu(spec.layers, i + 1);
+      const bool fuse = is_relu(specs, i + 1);
       const int k = a.need_int("kernel");
       auto conv = std::make_unique<Conv2d>(dev, shape, a.need_int("out_channels"), k, a.get_int("stride", 1),
                                            a.get_int("padding", 0), a.get("bias", 1) != 0,
                                            fuse ? Activation::relu : Activation::none);
-      add_macs(static_cast<double>(shape_numel(conv->output_shape())) * ic * k * k);
+      built.macs = static_cast<double>(shape_numel(conv->output_shape())) * ic * k * k;
       layer = std::move(conv);
       if (fuse) ++i;
     } else if (ls.type == "relu") {
@@ -99,17 +96,51 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail
                     shape_str(shape));
       layer = std::make_unique<BatchNorm>(dev, shape, static_cast<float>(a.get("eps", 1e-5)),
                                           static_cast<float>(a.get("momentum", 0.1)), a.get("sync", 1) != 0);
-      add_macs(0.0);  // a few operations per value: nothing next to the GEMMs
+    } else if (ls.type == "avgpool") {
+      layer = std::make_unique<GlobalAvgPool>(dev, shape);
+    } else if (ls.type == "residual") {
+      Shape body_shape = shape, short_shape = shape;
+      LayerList body, shortcut;
+      for (auto* part : {&ls.body, &ls.shortcut}) {
+        const bool is_body = part == &ls.body;
+        for (BuiltLayer& b : build_layers(dev, *part, is_body ? body_shape : short_shape)) {
+          built.macs += b.macs;
+          (is_body ? body : shortcut).push_back(std::move(b.layer));
+        }
+      }
+      layer = std::make_unique<Residual>(dev, shape, std::move(body), std::move(shortcut));
     } else if (ls.type == "flatten") {
       layer = std::make_unique<Flatten>(dev, shape);
     } else if (ls.type == "dropout") {
       layer = std::make_unique<Dropout>(dev, shape, static_cast<float>(a.need("p")), i);
     } else {
-      TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, batchnorm, flatten or dropout", "unknown layer type '", ls.type,
+      TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, batchnorm, avgpool, residual, flatten or dropout", "unknown layer type '", ls.type,
                        "' at ", ls.where);
     }
+    built.has_params = layer->param_count() > 0;
     shape = layer->output_shape();
-    layers_.push_back(std::move(layer));
+    built.layer = std::move(layer);
+    out.push_back(std::move(built));
+  }
+  return out;
+}
+
+}  // namespace
+
+Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail)
+    : dev_(dev), name_(spec.name), input_(spec.input), classes_(spec.classes) {
+  TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
+                    spec.name, "' has no layers");
+  Shape shape = input_;
+  bool seen_params = false;
+  for (BuiltLayer& b : build_layers(dev, spec.layers, shape)) {
+    if (b.has_params && !seen_params) {  // where backward can stop
+      first_layer_macs_ = b.macs;
+      first_param_layer_ = layers_.size();
+      seen_params = true;
+    }
+    macs_per_sample_ += b.macs;
+    layers_.push_back(std::move(b.layer));
   }
   if (shape_numel(shape) != classes_)
     TANDEM_FAIL_HINT("make the last layer produce one value per class", "model '", spec.name, "' ends in ",

@@ -11,7 +11,7 @@
 namespace tandem {
 
 struct LayerSpec {
-  // linear | relu | conv2d | maxpool2d | flatten | dropout
+  // linear | relu | conv2d | maxpool2d | batchnorm | avgpool | residual | flatten | dropout
   std::string type;
   // Numeric arguments by name: linear{out, in?, bias}, conv2d{out_channels, kernel,
   // stride, padding, in_channels?, bias}, maxpool2d{kernel, stride}, dropout{p}.
@@ -19,6 +19,8 @@ struct LayerSpec {
   std::map<std::string, double> args;
   // Where the layer was written (file:line), so a bad argument points at the source.
   std::string where;
+  // residual only: y = relu(body(x) + shortcut(x)); an empty shortcut is the identity.
+  std::vector<LayerSpec> body = {}, shortcut = {};
 };
 
 struct ModelSpec {

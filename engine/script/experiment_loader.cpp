@@ -103,20 +103,26 @@ Shape to_shape(const json& j) {
   return s;
 }
 
+LayerSpec to_layer(const json& l) {
+  LayerSpec ls;
+  ls.type = get<std::string>(l, "type", "model.layers[].");
+  ls.where = l.value("where", std::string("?"));
+  const json& args = field(l, "args", "model.layers[].");
+  if (args.is_object())
+    for (const auto& [k, v] : args.items()) ls.args[k] = v.get<double>();
+  for (const auto& [key, list] : {std::pair<const char*, std::vector<LayerSpec>*>{"body", &ls.body},
+                                  {"shortcut", &ls.shortcut}})
+    if (l.contains(key) && l.at(key).is_array())
+      for (const auto& sub : l.at(key)) list->push_back(to_layer(sub));
+  return ls;
+}
+
 ModelSpec to_model(const json& m) {
   ModelSpec spec;
   spec.name = get<std::string>(m, "name", "model.");
   spec.input = to_shape(field(m, "input", "model."));
   spec.classes = get<int>(m, "classes", "model.");
-  for (const auto& l : field(m, "layers", "model.")) {
-    LayerSpec ls;
-    ls.type = get<std::string>(l, "type", "model.layers[].");
-    ls.where = l.value("where", std::string("?"));
-    const json& args = field(l, "args", "model.layers[].");
-    if (args.is_object())
-      for (const auto& [k, v] : args.items()) ls.args[k] = v.get<double>();
-    spec.layers.push_back(std::move(ls));
-  }
+  for (const auto& l : field(m, "layers", "model.")) spec.layers.push_back(to_layer(l));
   return spec;
 }
 

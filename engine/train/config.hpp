@@ -55,7 +55,7 @@ struct DeviceProfile {
   // This machine's calibration only: the host's part of a step at each batch
   // (loading the batch + the optimizer step), which the emulated device does not
   // stretch but which must not wait for a core either (trainer.cpp). May be empty.
-  std::vector<double> host_ms;
+  std::vector<double> host_ms = {};
 };
 
 struct WorkerEmulation {

@@ -509,10 +509,16 @@ function M.build_model(ctx, exp, input, classes)
     error(user_error(string.format('the function in model file %s returned a model that %s', shown, problem),
                      'return nn.model{name = ..., layers = {...}} built with tandem.nn', shown), 0)
   end
-  local layers = {}
-  for i, l in ipairs(model.layers) do
-    layers[i] = { type = l.type, args = deep_copy(l.args), where = l.where or (shown .. ':?') }
+  local function copy_layers(list)
+    local out = {}
+    for i, l in ipairs(list) do
+      out[i] = { type = l.type, args = deep_copy(l.args), where = l.where or (shown .. ':?') }
+      if l.body then out[i].body = copy_layers(l.body) end
+      if l.shortcut then out[i].shortcut = copy_layers(l.shortcut) end
+    end
+    return out
   end
+  local layers = copy_layers(model.layers)
   return { name = model.name, file = shown, input = deep_copy(input), classes = classes, layers = layers }
 end
 

@@ -12,7 +12,7 @@
 local nn = {}
 
 -- Layer types the engine builds, with the options each constructor accepts.
-nn.layer_types = { 'linear', 'relu', 'conv2d', 'maxpool2d', 'batchnorm', 'flatten', 'dropout' }
+nn.layer_types = { 'linear', 'relu', 'conv2d', 'maxpool2d', 'batchnorm', 'avgpool', 'residual', 'flatten', 'dropout' }
 
 local this_source = debug.getinfo(1, 'S').source
 -- The tandem Lua library (scripts/tandem/): its frames are never the user's line.
@@ -211,6 +211,36 @@ function nn.batchnorm(opts)
   return l
 end
 
+-- nn.avgpool(): global average pooling, [C, H, W] -> [C].
+function nn.avgpool(...)
+  local where = caller_where()
+  no_arguments('avgpool', select('#', ...))
+  local l = layer('avgpool', {}, where)
+  return l
+end
+
+-- nn.residual{body = {layers...}, shortcut = {layers...}}: y = relu(body(x) +
+-- shortcut(x)), the shortcut being the identity when not given (He et al., 2016).
+-- body and shortcut must produce the same shape.
+local flatten_layers
+function nn.residual(t)
+  local where = caller_where()
+  local opts = check_options('residual', t, { 'body', 'shortcut' })
+  if type(opts.body) ~= 'table' then fail("nn.residual: 'body' must be a list of layers, got %s", show(opts.body)) end
+  local l = layer('residual', {}, where)
+  l.body = {}
+  flatten_layers(opts.body, l.body, 'body.', where)
+  if #l.body == 0 then fail("nn.residual: 'body' is empty") end
+  if opts.shortcut ~= nil then
+    if type(opts.shortcut) ~= 'table' then
+      fail("nn.residual: 'shortcut' must be a list of layers, got %s", show(opts.shortcut))
+    end
+    l.shortcut = {}
+    flatten_layers(opts.shortcut, l.shortcut, 'shortcut.', where)
+  end
+  return l
+end
+
 -- nn.dropout(p) or nn.dropout{p = ...}: p is the probability of dropping a value.
 function nn.dropout(p)
   local where = caller_where()
@@ -240,6 +270,18 @@ local function layer_problem(l)
     end
   end
   if l.where ~= nil and type(l.where) ~= 'string' then return "has a non-string 'where'" end
+  for _, part in ipairs({ 'body', 'shortcut' }) do
+    local list = l[part]
+    if list ~= nil then
+      if l.type ~= 'residual' then return string.format("has a '%s' list but is not a residual block", part) end
+      if type(list) ~= 'table' then return string.format("has a '%s' that is not a list", part) end
+      for i, sub in ipairs(list) do
+        local problem = layer_problem(sub)
+        if problem then return string.format('%s layer %d %s', part, i, problem) end
+      end
+    end
+  end
+  if l.type == 'residual' and (type(l.body) ~= 'table' or #l.body == 0) then return "has no 'body' layers" end
   return nil
 end
 
@@ -254,7 +296,7 @@ local function neighbour_where(list, i, out)
 end
 
 -- Appends the layers of `list` to `out`, splicing nested lists (blocks of layers).
-local function flatten_layers(list, out, label, fallback)
+function flatten_layers(list, out, label, fallback)
   for i = 1, #list do
     local l = list[i]
     local at = label .. tostring(i)

@@ -131,4 +131,22 @@ T.test('the testing helpers themselves', function()
   T.eq(T.raises(function() error({ message = 'structured' }) end, 'structured'), 'structured')
 end)
 
+T.test('residual: body and shortcut are layer lists; batchnorm and avgpool take options or none', function()
+  local r = nn.residual { body = { nn.conv2d(8, 3, { padding = 1 }), { nn.batchnorm(), nn.relu() } },
+                          shortcut = { nn.conv2d(8, 1) } }
+  T.eq(r.type, 'residual')
+  T.eq(#r.body, 3)  -- nested lists flatten
+  T.eq(r.body[2].args, { eps = 1e-5, momentum = 0.1, sync = 1 })
+  T.eq(#r.shortcut, 1)
+  T.eq(nn.residual { body = { nn.relu() } }.shortcut, nil)
+  T.eq(nn.batchnorm { sync = false, momentum = 0.2 }.args, { eps = 1e-5, momentum = 0.2, sync = 0 })
+  T.eq(nn.avgpool().type, 'avgpool')
+  T.raises(function() nn.residual { body = {} } end, "'body' is empty")
+  T.raises(function() nn.residual { shortcut = {} } end, "'body' must be a list of layers")
+  T.raises(function() nn.batchnorm { eps = 0 } end, "'eps' must be a number > 0")
+  T.raises(function() nn.avgpool(2) end, 'takes no arguments')
+  local m = nn.model { layers = { r, nn.avgpool(), nn.linear(10) } }
+  T.eq(nn.check_model(m), nil)
+end)
+
 return T

@@ -10,9 +10,12 @@
 #include "engine/nn/loss.hpp"
 #include "engine/nn/maxpool2d.hpp"
 #include "engine/nn/model.hpp"
+#include "engine/nn/avgpool.hpp"
+#include "engine/nn/batchnorm.hpp"
+#include "engine/nn/residual.hpp"
 #include "engine/nn/shape_ops.hpp"
 #include "tests/unit/grad_check.hpp"
-#include "engine/nn/batchnorm.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -187,6 +190,35 @@ BOOST_AUTO_TEST_CASE(batchnorm_normalises_and_keeps_running_statistics) {
   BOOST_TEST(bn.running_mean() == before, boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(avgpool_gradients) {
+  GlobalAvgPool layer(dev(), {3, 4, 5});
+  check_layer(layer, {3, 4, 5}, 2, 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(residual_gradients) {
+  // Identity shortcut: body conv(3x3, pad 1) + batch norm keeps the shape.
+  LayerList body;
+  body.push_back(std::make_unique<Conv2d>(dev(), Shape{2, 5, 5}, 2, 3, 1, 1, false, Activation::relu));
+  body.push_back(std::make_unique<Conv2d>(dev(), Shape{2, 5, 5}, 2, 3, 1, 1, false, Activation::none));
+  body.push_back(std::make_unique<BatchNorm>(dev(), Shape{2, 5, 5}, 1e-5f, 0.1f, true));
+  Residual identity(dev(), {2, 5, 5}, std::move(body), {});
+  check_layer(identity, {2, 5, 5}, 3, 5e-3, 1.0f, 1e-3f);
+  // Projection shortcut: the body halves the size and doubles the channels.
+  LayerList down, shortcut;
+  down.push_back(std::make_unique<Conv2d>(dev(), Shape{2, 6, 6}, 4, 3, 2, 1, true, Activation::none));
+  shortcut.push_back(std::make_unique<Conv2d>(dev(), Shape{2, 6, 6}, 4, 1, 2, 0, true, Activation::none));
+  Residual projection(dev(), {2, 6, 6}, std::move(down), std::move(shortcut));
+  BOOST_TEST(projection.output_shape() == (Shape{4, 3, 3}), boost::test_tools::per_element());
+  check_layer(projection, {2, 6, 6}, 2, 5e-3, 1.0f, 1e-3f);
+}
+
+BOOST_AUTO_TEST_CASE(residual_shapes_must_match) {
+  LayerList body;
+  body.push_back(std::make_unique<Conv2d>(dev(), Shape{2, 6, 6}, 4, 3, 2, 1, true, Activation::none));
+  const std::string msg = error_of([&] { Residual r(dev(), {2, 6, 6}, std::move(body), {}); });
+  CHECK_CONTAINS(msg, "the body gives [4,3,3] but the identity shortcut gives [2,6,6]");
+}
+
 BOOST_AUTO_TEST_CASE(flatten_gradients) {
   Flatten layer(dev(), {2, 3, 4});
   BOOST_TEST(layer.output_shape() == (Shape{24}));
@@ -316,7 +348,8 @@ BOOST_AUTO_TEST_CASE(model_errors_name_the_layer) {
   spec.name = "bad";
   spec.input = {1, 4, 4};
   spec.classes = 2;
-  spec.layers = {{"flatten", {}, "models/bad.lua:3"}, {"linear", {{"out", 2}, {"in", 10}}, "models/bad.lua:4"}};
+  spec.layers = {{"flatten", {}, "models/bad.lua:3", {}, {}},
+                 {"linear", {{"out", 2}, {"in", 10}}, "models/bad.lua:4", {}, {}}};
   try {
     Model model(dev(), spec, 1);
     BOOST_FAIL("expected an error");

@@ -181,11 +181,9 @@ void PolicyHost::run() {
     if (stop_) return;
     Job job = std::move(*job_);
     job_.reset();
-    busy_ = true;
     lock.unlock();
     Decision d = decide(job);
     lock.lock();
-    busy_ = false;
     result_ = std::move(d);
     has_result_ = true;
     cv_.notify_all();

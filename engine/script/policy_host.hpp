@@ -105,7 +105,7 @@ private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Job> job_;           // waiting for the thread
-  bool busy_ = false, has_result_ = false, stop_ = false, hung_ = false, in_flight_ = false;
+  bool has_result_ = false, stop_ = false, hung_ = false, in_flight_ = false;
   double started_ms_ = 0.0;          // when the thread took the job in flight
   Decision result_;
   std::vector<std::pair<std::string, std::promise<SwapResult>>> swaps_;

@@ -26,5 +26,11 @@ expect runtime_traceback "traceback" "$tandem" run "$tmp/runtime.lua" --out "$tm
 expect missing_file "no-such-experiment.lua" "$tandem" run "$tmp/no-such-experiment.lua"
 expect unknown_override "bogus_key" "$tandem" run scripts/experiments/quickstart.lua bogus_key=3 --out "$tmp/r4"
 expect bad_data_dir "dataset-fashion-mnist" "$tandem" run scripts/experiments/quickstart.lua data.dir=$tmp/nowhere --out "$tmp/r5"
+printf 'return { init = function(c) end, step = function(s) return nil end' > "$tmp/badpolicy.lua"
+printf 'return { init = function(c) error("needs params.speeds") end, step = function(s) end }' > "$tmp/initpolicy.lua"
+expect unknown_policy "policy 'nonexist' not found" "$tandem" run scripts/experiments/quickstart.lua policy.file=nonexist --out "$tmp/r6"
+expect policy_syntax "badpolicy.lua:1" "$tandem" run scripts/experiments/quickstart.lua policy.file="$tmp/badpolicy.lua" --workers 2 --out "$tmp/r7"
+expect policy_init "needs params.speeds" "$tandem" run scripts/experiments/quickstart.lua policy.file="$tmp/initpolicy.lua" --out "$tmp/r8"
+expect policy_bounds "no plan can satisfy the policy's bounds" "$tandem" run scripts/experiments/quickstart.lua policy.file=lbb policy.max_batch=10,10 --workers 2 --out "$tmp/r9"
 expect unknown_command "unknown command" "$tandem" frobnicate
 [[ $fails -eq 0 ]] && echo "all CLI error checks passed" || exit 1

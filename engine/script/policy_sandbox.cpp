@@ -274,6 +274,17 @@ int copy_saved_state(lua_State* L) {
   return 1;
 }
 
+// The state's libraries, lock-down and history table (run through lua_cpcall; the
+// history table's reference goes to *ud).
+int set_up_state(lua_State* L) {
+  int* history_ref = static_cast<int*>(lua_touserdata(L, 1));
+  open_tandem_libraries(L);
+  lock_down(L);
+  lua_newtable(L);
+  *history_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
 }  // namespace
 
 double policy_call_deadline_ms() { return t_clock ? t_clock->deadline_ms : HUGE_VAL; }
@@ -315,11 +326,17 @@ PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits
   L_ = lua_newstate(&Allocator::alloc, alloc_.get());
   if (!L_)
     throw PolicyFailure(PolicyFailure::Memory, "could not create a Lua state for policy " + path +
-                                                   " (is policy.memory_mb too small?)");
-  open_tandem_libraries(L_);
-  lock_down(L_);
-  lua_newtable(L_);
-  history_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
+                                                   ": raise policy.memory_mb");
+  // Set up under protection: with a small memory cap even opening the libraries
+  // can fail, and an unprotected error would end the process.
+  if (lua_cpcall(L_, set_up_state, &history_ref_) != 0) {
+    const std::string why = lua_value_text(L_, -1);
+    lua_close(L_);
+    L_ = nullptr;
+    throw PolicyFailure(PolicyFailure::Memory, "could not set up a Lua state for policy " + path + " within "
+                                                   "policy.memory_mb = " + std::to_string(limits.memory_mb) +
+                                                   " MB (" + why + "); raise policy.memory_mb");
+  }
 
   try {
     load_file(L_, path, "policy");

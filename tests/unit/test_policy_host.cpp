@@ -210,6 +210,18 @@ BOOST_AUTO_TEST_CASE(endless_recursion_and_allocation_fail_cleanly) {
   BOOST_TEST(step_failure(dir.write("big.lua", policy("return ('x'):rep(2 ^ 30)")), nullptr, 5000.0) == PolicyFailure::Memory);
 }
 
+BOOST_AUTO_TEST_CASE(a_memory_cap_too_small_for_the_libraries_is_an_error_not_a_crash) {
+  TempDir dir("policy-tiny");
+  const std::string f = dir.write("p.lua", policy("return nil"));
+  try {
+    PolicySandbox box(f, {kBudgetMs, 0.02});
+    BOOST_FAIL("a 20 KB state should not hold the libraries");
+  } catch (const PolicyFailure& e) {
+    BOOST_TEST(e.kind() == PolicyFailure::Memory);
+    CHECK_CONTAINS(std::string(e.what()), "policy.memory_mb");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(garbage_answers_are_rejected_with_the_reason) {
   TempDir dir("policy-garbage");
   const struct {

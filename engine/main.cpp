@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/core/error.hpp"
+#include "engine/core/gpu_probe.hpp"
 #include "engine/core/log.hpp"
 #include "engine/dist/comm.hpp"
 #include "engine/dist/launcher.hpp"
@@ -114,7 +115,10 @@ int main(int argc, char** argv) {
       return tandem::run_lua_test_file(args[0]);
     }
     if (cmd == "version" || cmd == "--version") {
-      std::printf("tandem 0.1.0 (%s backend)\n", TANDEM_HAVE_CUDA ? "cpu+cuda-seam" : "cpu");
+      std::printf("tandem 0.1.0 (built %s CUDA)\n", TANDEM_HAVE_CUDA ? "with" : "without");
+      const tandem::GpuProbe gpus = tandem::probe_gpus();
+      for (const std::string& d : gpus.devices) std::printf("gpu: %s\n", d.c_str());
+      if (gpus.devices.empty()) std::printf("gpu: none (%s); training runs on the CPU\n", gpus.reason.c_str());
       return 0;
     }
     return usage_error("unknown command '" + cmd + "'");

@@ -86,10 +86,9 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
   return missing;
 }
 
-void MpiComm::fail_deadline(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what) {
-  const std::string missing = missing_ranks(requests, peers);
+void MpiComm::fail_deadline(const std::string& missing, const char* if_none, const char* what) {
   abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
-                    missing.empty() ? std::string("rank 0 names the missing ranks")
+                    missing.empty() ? std::string(if_none)
                                     : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
 }
 
@@ -100,7 +99,7 @@ void MpiComm::poll_until(const std::function<bool()>& done, std::vector<MPI_Requ
   for (;;) {
     if (done()) return;
     const double now = now_ms();
-    if (now > deadline) fail_deadline(requests, peers, what);
+    if (now > deadline) fail_deadline(missing_ranks(requests, peers), "rank 0 names the missing ranks", what);
     if (now - start < kYieldMs) {
       sched_yield();
       continue;
@@ -154,19 +153,13 @@ void MpiComm::prepare_allreduce(size_t count) {
 
 ShmAllreduce::Wait MpiComm::shm_wait(const char* what) {
   return [this, what](const std::function<bool()>& open) {
-    requests_.clear();
-    peers_.clear();
     const double deadline = now_ms() + timeout_s_ * 1000.0;
     // open() sleeps until the barrier opens or for a millisecond: no yielding or
     // sleeping here. MPI_Iprobe keeps the posted reports moving meanwhile.
     while (!open()) {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-      if (now_ms() > deadline) {
-        const std::string missing = shm_->missing_ranks();
-        abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); missing rank(s): {} (stuck, "
-                          "dead or far slower)", what, timeout_s_, missing.empty() ? "none found" : missing));
-      }
+      if (now_ms() > deadline) fail_deadline(shm_->missing_ranks(), "missing rank(s): none found", what);
     }
   };
 }

@@ -51,11 +51,11 @@ void validate_random(const RandomSlowdowns& r) {
 
 }  // namespace
 
-double profile_ms(const DeviceProfile& p, double local_batch) {
-  TANDEM_CHECK(!p.batch.empty() && p.batch.size() == p.ms.size(), "profile with ", p.batch.size(), " batches and ",
-               p.ms.size(), " times");
-  const auto& x = p.batch;
-  const auto& y = p.ms;
+namespace {
+
+// y at local_batch, read off the polyline through (x, y) (see profile_ms).
+double interpolate(const std::vector<double>& x, const std::vector<double>& y, double local_batch) {
+  TANDEM_CHECK(!x.empty() && x.size() == y.size(), "profile with ", x.size(), " batches and ", y.size(), " times");
   if (x.size() == 1) return y[0] * local_batch / x[0];
   // The segment whose line gives the answer: the one holding local_batch, or the end
   // segment nearest to it when outside the measured range.
@@ -66,8 +66,12 @@ double profile_ms(const DeviceProfile& p, double local_batch) {
   return std::max(ms, 0.0);
 }
 
+}  // namespace
+
+double profile_ms(const DeviceProfile& p, double local_batch) { return interpolate(p.batch, p.ms, local_batch); }
+
 double host_profile_ms(const DeviceProfile& machine, double local_batch) {
-  return profile_ms(DeviceProfile{machine.batch, machine.host_ms, {}}, local_batch);
+  return machine.host_ms.empty() ? 0.0 : interpolate(machine.batch, machine.host_ms, local_batch);
 }
 
 Emulator::Emulator(const EmulationConfig& cfg, int world_size) : cfg_(cfg), world_size_(world_size) {

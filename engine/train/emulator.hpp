@@ -37,7 +37,8 @@ struct Stretch {
 // the two nearest points beyond the ends, never below 0. A single point scales in
 // proportion to the batch (time per sample is constant).
 double profile_ms(const DeviceProfile& profile, double local_batch);
-// The same for a machine calibration's host part (its host_ms, by batch).
+// The same for a machine calibration's host part (its host_ms, by batch); 0 for a
+// calibration without one.
 double host_profile_ms(const DeviceProfile& machine, double local_batch);
 
 class Emulator {

@@ -92,9 +92,6 @@ Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int wor
   return plan;
 }
 
-// What rides after the gradients through every all-reduce, written by rank 0 (the
-// other ranks write zeros, so the sum is rank 0's values): its stop decision, and
-// the policy's next plan, one float per worker (exact: batches are far below 2^24).
 // Batch-norm statistics summed over every rank's share of the global batch.
 class CommReducer final : public BatchReducer {
 public:
@@ -105,6 +102,9 @@ private:
   Comm& comm_;
 };
 
+// What rides after the gradients through every all-reduce, written by rank 0 (the
+// other ranks write zeros, so the sum is rank 0's values): its stop decision, and
+// the policy's next plan, one float per worker (exact: batches are far below 2^24).
 struct ControlTail {
   static constexpr size_t kStop = 0, kHasPlan = 1, kPlan = 2;
   static size_t size(int world) { return kPlan + static_cast<size_t>(world); }
@@ -155,7 +155,6 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
                cfg.policy.file, " (a bug in tandem's start-up)");
   std::optional<Plan> next_plan;  // received this iteration, in force from the next
   PolicyReport decision;  // the policy's decision on the stats of t-1, sent in t
-  bool submitted = false;   // whether this iteration asked the policy for one
 
   RunSummary summary;
   summary.workers = world;
@@ -202,11 +201,11 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   int64_t overruns = 0;  // steps whose real compute outlasted the emulated time (contention)
   summary.stop_reason = "epochs";
   int64_t t = 0;
-  // Rank 0 records iteration t-1 once its stats have arrived with iteration t's.
+  // Rank 0 records iteration t-1, with the policy's decision on it, during t.
   auto record = [&](int64_t iteration) {
     if (recorder && reports[0].valid)
       recorder->iteration(iteration, schedule.at(iteration), reports, wall.elapsed_ms() / 1000.0,
-                          policy && decision.event != "idle" ? &decision : nullptr);
+                          policy ? &decision : nullptr);
   };
   for (; t < total; ++t) {
     if (next_plan) {
@@ -232,15 +231,13 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     // computes; if a rank is still on its way (sharing a core, say), rank 0 does not
     // wait for it here but after its own compute.
     now.stats_ms = post_ms;
-    submitted = false;
+    bool submitted = false;  // whether the policy was asked for a decision on t-1
     auto finish_reports_and_submit = [&] {
       const double stats_start = now_ms();
       comm.finish_reports("the stats reports");
       now.stats_ms += now_ms() - stats_start;
       if (policy && reports[0].valid) {
-        Plan ran;
-        for (const WorkerStats& w : reports) ran.local_batch.push_back(w.local_batch);
-        policy->submit(t - 1, reports, ran);
+        policy->submit(t - 1, reports);
         submitted = true;
       }
     };
@@ -281,8 +278,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
       // time. Ranks sharing cores get to their real work in turn, and that wait must
       // not show as a slower worker: counting from the anchor absorbs it, so all
       // ranks arrive when their emulated devices would.
-      const double host_ms = machine.host_ms.empty() ? 0.0 : host_profile_ms(machine, static_cast<double>(my_batch));
-      const double device_start = anchor + host_ms, deadline = device_start + s.target_ms;
+      const double device_start = anchor + host_profile_ms(machine, static_cast<double>(my_batch)), deadline = device_start + s.target_ms;
       if (now_ms() > deadline) ++overruns;
       sleep_until_ms(deadline);
       now.speed = emulator.speed(rank, t);

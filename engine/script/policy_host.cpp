@@ -126,11 +126,13 @@ std::future<SwapResult> PolicyHost::swap(const std::string& path) {
   return swaps_.back().second.get_future();
 }
 
-void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats, const Plan& in_force) {
+void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats) {
+  std::vector<int64_t> in_force;
+  for (const WorkerStats& w : stats) in_force.push_back(w.local_batch);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (hung_ || in_flight_) return;  // a hung thread takes nothing more; one call at a time
-    job_ = Job{iteration, stats, in_force.local_batch};
+    job_ = Job{iteration, stats, std::move(in_force)};
     in_flight_ = true;
     has_result_ = false;
     started_ms_ = now_ms();
@@ -155,14 +157,13 @@ std::optional<Plan> PolicyHost::collect(PolicyReport& report) {
     cv_.wait_for(lock, std::chrono::duration<double, std::milli>(std::min(left, 50.0)));
   }
   report.wait_ms = now_ms() - start;
-  totals_.wait_ms += report.wait_ms;
   if (!has_result_) {
     hung_ = true;
     report.event = "hung";
     report.reason = fmt::format("a call of policy {} has not returned {:.0f} ms after it started (budget {:g} ms): "
                                 "abandoned; training goes on with the last good plan", name_,
                                 now_ms() - started_ms_, limits_.budget_ms);
-    totals_.hung = totals_.disabled = true;
+    totals_.disabled = true;
     spdlog::error("{}", report.reason);
     return std::nullopt;
   }
@@ -235,12 +236,7 @@ PolicyHost::Decision PolicyHost::decide(const Job& job) {
   window_.push_back(job);
   while (static_cast<int>(window_.size()) > std::max(0, cluster_.history - 1)) window_.pop_front();
   std::lock_guard<std::mutex> lock(mu_);
-  ++totals_.calls;
-  totals_.cost_ms += d.report.cost_ms;
-  totals_.max_cost_ms = std::max(totals_.max_cost_ms, d.report.cost_ms);
-  if (d.plan) ++totals_.plans;
   totals_.disabled = disabled_;
-  name_ = sandbox_->name();
   return d;
 }
 

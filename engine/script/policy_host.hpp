@@ -59,7 +59,7 @@ public:
   PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster);
   ~PolicyHost() override;
 
-  void submit(int64_t iteration, const std::vector<WorkerStats>& stats, const Plan& in_force) override;
+  void submit(int64_t iteration, const std::vector<WorkerStats>& stats) override;
   std::optional<Plan> collect(PolicyReport& report) override;
 
   // Swap in the policy at `path` (the REPL's entry): done at the next submit, on
@@ -67,11 +67,11 @@ public:
   std::future<SwapResult> swap(const std::string& path);
   std::string policy_name() const;
 
-  // Totals for the summary.
+  // What has happened to the policies so far (the run's summary counts the
+  // trace's decisions instead; these are for a caller holding the host).
   struct Totals {
-    int64_t calls = 0, plans = 0, rejected = 0, failures = 0, swaps = 0, swap_failures = 0;
-    double cost_ms = 0.0, max_cost_ms = 0.0, wait_ms = 0.0;
-    bool disabled = false, hung = false;
+    int64_t failures = 0, rejected = 0, swaps = 0, swap_failures = 0;
+    bool disabled = false;  // not called any more (too many failures, or hung)
   };
   Totals totals() const;
 
@@ -79,7 +79,7 @@ private:
   struct Job {
     int64_t iteration = -1;
     std::vector<WorkerStats> stats;
-    std::vector<int64_t> in_force;
+    std::vector<int64_t> in_force;  // the local batches the stats were measured under
   };
   struct Decision {
     std::optional<Plan> plan;

@@ -42,9 +42,9 @@ struct PolicyReport {
 class PlanPolicy {
 public:
   virtual ~PlanPolicy() = default;
-  // Iteration t's stats (by rank) and the plan they were measured under; returns
-  // at once, the policy decides in the background.
-  virtual void submit(int64_t iteration, const std::vector<WorkerStats>& stats, const Plan& in_force) = 0;
+  // Iteration t's stats (by rank; their local batches are the plan they ran);
+  // returns at once, the policy decides in the background.
+  virtual void submit(int64_t iteration, const std::vector<WorkerStats>& stats) = 0;
   // The decision on the last submit: a validated plan, or nothing (keep the plan).
   // Waits for a call in flight up to its budget; never longer.
   virtual std::optional<Plan> collect(PolicyReport& report) = 0;

@@ -44,8 +44,8 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   rec.wall_s = wall_s;
   trace_.write(rec, workers, policy);
   if (policy) record_policy(t, *policy);
-  plan_.resize(workers.size());
-  for (size_t r = 0; r < workers.size(); ++r) plan_[r] = workers[r].local_batch;
+  plan_.local_batch.resize(workers.size());
+  for (size_t r = 0; r < workers.size(); ++r) plan_.local_batch[r] = workers[r].local_batch;
 
   w_loss_ += loss_sum;
   w_samples_ += rec.global_batch;
@@ -68,10 +68,8 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
   if (!p.plan.empty()) {
     ++s.plans;
     ++s.w_plans;
-    std::string plan;
-    for (size_t i = 0; i < p.plan.size(); ++i) plan += (i ? ", " : "") + std::to_string(p.plan[i]);
-    spdlog::debug("iteration {}: policy {} plans [{}] from iteration {}{}{}", t, p.policy, plan, t + 1,
-                  p.reason.empty() ? "" : ": ", p.reason);
+    spdlog::debug("iteration {}: policy {} plans {} from iteration {}{}{}", t, p.policy, Plan{p.plan}.str(),
+                  p.applies_from, p.reason.empty() ? "" : ": ", p.reason);
   }
   if (p.event == "swapped") ++s.swaps;
   if (p.failed || p.event == "hung") ++s.failures;
@@ -94,11 +92,8 @@ void RunRecorder::progress(int64_t t, double lr) {
                           lo - w_compute_.begin(), *hi / n, hi - w_compute_.begin(),
                           100.0 * idle / n / workers_ / step, 100.0 * comm / n / workers_ / step);
     if (policy_.calls > 0) {
-      std::string plan;
-      if (workers_ <= 8)
-        for (size_t i = 0; i < plan_.size(); ++i) plan += (i ? ", " : " [") + std::to_string(plan_[i]);
-      balance += fmt::format(" | policy {}: {} plan change(s){}{}", policy_.name, policy_.w_plans,
-                             plan.empty() ? "" : ", now", plan.empty() ? "" : plan + "]");
+      balance += fmt::format(" | policy {}: {} plan change(s){}", policy_.name, policy_.w_plans,
+                             workers_ <= 8 ? ", now " + plan_.str() : std::string());
       policy_.w_plans = 0;
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/train/config.hpp"
+#include "engine/train/plan.hpp"
 #include "engine/train/trace.hpp"
 #include "engine/train/worker_stats.hpp"
 
@@ -67,7 +68,7 @@ private:
     double cost_ms = 0.0, max_cost_ms = 0.0, wait_ms = 0.0, max_wait_ms = 0.0;
     std::string last_event;
   } policy_;
-  std::vector<int64_t> plan_;  // the local batches of the latest recorded iteration
+  Plan plan_;  // the local batches of the latest recorded iteration
   void record_policy(int64_t t, const PolicyReport& p);
 };
 

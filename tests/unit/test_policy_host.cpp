@@ -82,12 +82,12 @@ PolicyConfig host_config(const std::string& file, int max_failures = 3) {
   return c;
 }
 
-Plan plan_of(std::vector<int64_t> b) { return Plan{std::move(b)}; }
-
 // submit + collect, as the training loop does.
 std::optional<Plan> decide(PolicyHost& host, int64_t t, PolicyReport& report,
                            std::vector<int64_t> in_force = {16, 16, 16, 16}) {
-  host.submit(t, stats(), plan_of(in_force));
+  std::vector<WorkerStats> s = stats();  // measured under the plan in force
+  for (size_t r = 0; r < s.size(); ++r) s[r].local_batch = in_force[r];
+  host.submit(t, s);
   return host.collect(report);
 }
 

@@ -8,6 +8,15 @@ import subprocess
 import sys
 
 
+def write_result(result, out=None):
+    """Prints a benchmark's result as JSON, and writes it to `out` when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
 def run(build, out_root, name, args, experiment="scripts/experiments/quickstart.lua"):
     """One tandem run; returns its summary.json."""
     out = os.path.join(out_root, name)

@@ -19,12 +19,11 @@ communication share of the step (comm_ms / step_ms, mean over workers) for 1, 2 
 usage: tools/bench/hetero_balance.py BUILD_DIR [--iterations 200] [--out FILE]
 """
 import argparse
-import json
 import os
 import sys
 import tempfile
 
-from bench_common import Runner, alone_throughputs, calibration_overrides
+from bench_common import Runner, alone_throughputs, calibration_overrides, write_result
 
 SPEEDS = [1, 1, 0.5, 0.25]
 B = 512
@@ -75,11 +74,7 @@ def main():
               "speeds": SPEEDS, "global_batch": B, "iterations": args.iterations,
               "alone_samples_per_s": alone, "ideal_samples_per_s": ideal, "plans": results,
               "comm_share_by_ranks": comm}
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import statistics
 import sys
 import tempfile
 
-from bench_common import Runner, alone_throughputs, calibration_overrides
+from bench_common import Runner, alone_throughputs, calibration_overrides, write_result
 
 SPEEDS = [1, 1, 0.5, 0.25]
 B = 512
@@ -129,11 +129,7 @@ def main():
     result = {"benchmark": "hetero_policies", "emulation": f"speed factors, reference {args.reference} of a core",
               "speeds": SPEEDS, "global_batch": B, "ideal_samples_per_s": ideal, "policies": results,
               "straggler": straggler}
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import time
 import numpy as np
 import torch
 
+from bench_common import write_result
+
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # the same normalisation as engine/data
 
@@ -114,11 +116,7 @@ def main():
               f"one-core SGEMM peak ({peak / 1e9:.1f} GFLOP/s)", file=sys.stderr)
     result = {"benchmark": "mlp_vs_torch", "core": core, "torch": torch.__version__,
               "sgemm_peak_gflops": peak / 1e9, "rows": rows}
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -214,45 +214,29 @@ local function pieces_of(models, i)
   return m:pieces()
 end
 
-local function lp_bound(models, B, lo, cap, T0, opts)
+-- The min-max program over the models' linear pieces: minimise T subject to
+-- sum b = B, lo <= b <= cap, and T >= a*b_i + c for every piece of every worker. The
+-- two forms differ only for a worker that may get no samples (lo = 0, a piece with
+-- c > 0, so t_i(0) = 0 is not on that piece): the LP relaxation uses the weaker
+-- constraint through the origin, a valid lower bound; the MILP (integer = true)
+-- adds a 0/1 variable z_i that switches the intercept on when b_i > 0.
+local function build(models, B, lo, cap, T0, integer)
   local lp = require 'lpsolve'
   local m = lp.model()
   local T = m:var { lo = T0, hi = huge, name = 'T' }
   local cols, ones = {}, {}
   for i = 1, #models do
-    cols[i], ones[i] = m:var { lo = lo[i], hi = cap[i] }, 1
-  end
-  m:constraint(cols, ones, '==', B, 'global_batch')
-  for i = 1, #models do
-    for _, p in ipairs(pieces_of(models, i)) do
-      if lo[i] >= 1 or p.c <= 0 then
-        -- A flat piece is already below T's bound t_i(lo_i) >= c.
-        if p.a > 0 then m:constraint({ cols[i], T }, { p.a, -1 }, '<=', -p.c) end
-      elseif cap[i] > 0 then
-        m:constraint({ cols[i], T }, { p.a + p.c / cap[i], -1 }, '<=', 0)
-      end
-    end
-  end
-  m:objective({ T }, { 1 }, 'min')
-  local r = m:solve { time_limit_s = opts.time_limit_s or 1.0 }
-  m:free()
-  return r
-end
-
-local function milp(models, B, lo, cap, T0, opts)
-  local lp = require 'lpsolve'
-  local m = lp.model()
-  local T = m:var { lo = T0, hi = huge, name = 'T' }
-  local cols, ones = {}, {}
-  for i = 1, #models do
-    cols[i], ones[i] = m:var { lo = lo[i], hi = cap[i], int = true }, 1
+    cols[i], ones[i] = m:var { lo = lo[i], hi = cap[i], int = integer }, 1
   end
   m:constraint(cols, ones, '==', B, 'global_batch')
   for i = 1, #models do
     local z
     for _, p in ipairs(pieces_of(models, i)) do
       if lo[i] >= 1 or p.c <= 0 then
+        -- A flat piece is already below T's bound t_i(lo_i) >= c.
         if p.a > 0 then m:constraint({ cols[i], T }, { p.a, -1 }, '<=', -p.c) end
+      elseif cap[i] > 0 and not integer then
+        m:constraint({ cols[i], T }, { p.a + p.c / cap[i], -1 }, '<=', 0)
       elseif cap[i] > 0 then
         if not z then
           z = m:var { lo = 0, hi = 1, int = true }
@@ -264,6 +248,18 @@ local function milp(models, B, lo, cap, T0, opts)
     end
   end
   m:objective({ T }, { 1 }, 'min')
+  return m, cols
+end
+
+local function lp_bound(models, B, lo, cap, T0, opts)
+  local m = build(models, B, lo, cap, T0, false)
+  local r = m:solve { time_limit_s = opts.time_limit_s or 1.0 }
+  m:free()
+  return r
+end
+
+local function milp(models, B, lo, cap, T0, opts)
+  local m, cols = build(models, B, lo, cap, T0, true)
   local r = m:solve { time_limit_s = opts.time_limit_s or 10.0 }
   m:free()
   if not r.ok then return nil, r end

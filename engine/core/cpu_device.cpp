@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
@@ -72,19 +73,45 @@ public:
   void channel_bias_grad(const float* dy, int batch, int channels, int spatial, float* db) override {
     cpu::channel_bias_grad(dy, batch, channels, spatial, db);
   }
-  void im2col(const float* image, int c, int h, int w, int kh, int kw, int pad, int stride, float* cols) override {
-    cpu::im2col(image, c, h, w, kh, kw, pad, stride, cols);
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y) override {
+    const int kdim = s.in_channels * s.kernel * s.kernel, spatial = s.out_h() * s.out_w();
+    const size_t image = static_cast<size_t>(s.in_channels) * s.height * s.width;
+    float* columns = scratch(static_cast<size_t>(kdim) * spatial);
+    for (int i = 0; i < s.batch; ++i) {
+      cpu::im2col(x + i * image, s.in_channels, s.height, s.width, s.kernel, s.kernel, s.pad, s.stride, columns);
+      // y_i [oc, spatial] = W [oc, kdim] x columns [kdim, spatial]
+      cpu::gemm(false, false, s.out_channels, spatial, kdim, 1.0f, w, kdim, columns, spatial, 0.0f,
+                y + static_cast<size_t>(i) * s.out_channels * spatial, spatial);
+    }
   }
-  void col2im(const float* cols, int c, int h, int w, int kh, int kw, int pad, int stride, float* image) override {
-    cpu::col2im(cols, c, h, w, kh, kw, pad, stride, image);
+  void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dw,
+                       float* dx) override {
+    const int kdim = s.in_channels * s.kernel * s.kernel, spatial = s.out_h() * s.out_w();
+    const size_t image = static_cast<size_t>(s.in_channels) * s.height * s.width;
+    float* columns = scratch(static_cast<size_t>(kdim) * spatial);
+    if (s.batch == 0) fill(dw, static_cast<size_t>(s.out_channels) * kdim, 0.0f);
+    if (dx) fill(dx, image * s.batch, 0.0f);
+    for (int i = 0; i < s.batch; ++i) {
+      const float* gi = dy + static_cast<size_t>(i) * s.out_channels * spatial;
+      cpu::im2col(x + i * image, s.in_channels, s.height, s.width, s.kernel, s.kernel, s.pad, s.stride, columns);
+      // dW [oc, kdim] (+)= dy_i [oc, spatial] x columns^T [spatial, kdim]; the first image overwrites.
+      cpu::gemm(false, true, s.out_channels, kdim, spatial, 1.0f, gi, spatial, columns, spatial,
+                i == 0 ? 0.0f : 1.0f, dw, kdim);
+      if (dx) {
+        // columns [kdim, spatial] = W^T [kdim, oc] x dy_i [oc, spatial], then scattered back.
+        cpu::gemm(true, false, kdim, spatial, s.out_channels, 1.0f, w, kdim, gi, spatial, 0.0f, columns, spatial);
+        cpu::col2im(columns, s.in_channels, s.height, s.width, s.kernel, s.kernel, s.pad, s.stride, dx + i * image);
+      }
+    }
   }
   void maxpool_forward(const float* x, int n, int c, int h, int w, int k, int stride, float* y,
                        int32_t* argmax) override {
     cpu::maxpool_forward(x, n, c, h, w, k, stride, y, argmax);
   }
-  void maxpool_backward(const float* dy, const int32_t* argmax, int n, int c, int h, int w, int oh, int ow,
-                        float* dx) override {
-    cpu::maxpool_backward(dy, argmax, n, c, h, w, oh, ow, dx);
+  void maxpool_backward(const float*, const float*, const float* dy, const int32_t* argmax, int n, int c, int h,
+                        int w, int k, int stride, float* dx) override {
+    cpu::maxpool_backward(dy, argmax, n, c, h, w, cpu::pool_out_size(h, k, stride), cpu::pool_out_size(w, k, stride),
+                          dx);
   }
   void global_avgpool_forward(const float* x, int batch, int channels, int spatial, float* y) override {
     cpu::global_avgpool_forward(x, batch, channels, spatial, y);
@@ -135,6 +162,14 @@ public:
   }
 
 private:
+  // The convolution's column matrix, grown to the largest layer and reused; one per
+  // thread, since the device is shared by the whole process.
+  static float* scratch(size_t count) {
+    thread_local std::vector<float> columns;
+    if (columns.size() < count) columns.resize(count);
+    return columns.data();
+  }
+
   std::atomic<size_t> in_use_{0};
 };
 

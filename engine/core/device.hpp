@@ -15,6 +15,13 @@ enum class DeviceKind { cpu, cuda };
 // Which activation a fused bias+activation op applies.
 enum class Activation { none, relu };
 
+// Convolution geometry over NCHW: square kernel, the same padding on every side.
+struct ConvShape {
+  int batch = 0, in_channels = 0, height = 0, width = 0, out_channels = 0, kernel = 1, pad = 0, stride = 1;
+  int out_h() const { return (height + 2 * pad - kernel) / stride + 1; }
+  int out_w() const { return (width + 2 * pad - kernel) / stride + 1; }
+};
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -29,6 +36,21 @@ public:
   virtual void copy_to_host(float* dst, const float* src, size_t count) = 0;
   virtual void copy(float* dst, const float* src, size_t count) = 0;
   virtual void fill(float* dst, size_t count, float value) = 0;
+  // Waits until every op queued so far is done. Ops may run asynchronously (the CUDA
+  // device queues them on a stream); host reads through copy_to_host and the ops that
+  // return a number (softmax_xent, the batchnorm sums) synchronise by themselves.
+  virtual void synchronize() {}
+
+  // Host-side staging for data loading: memory the device can copy from while it
+  // computes (pinned memory on a GPU; plain host memory here).
+  virtual void* allocate_host(size_t bytes);
+  virtual void deallocate_host(void* p, size_t bytes);
+  // Copies a staged batch to the device, overlapped with compute where the device can
+  // (a copy engine): later ops wait for it, the host does not. `src` must come from
+  // allocate_host and stay unchanged until the next synchronize().
+  virtual void upload(float* dst, const float* src, size_t count) { copy_from_host(dst, src, count); }
+  // The same for raw 8-bit samples, normalised on the way: dst = src * scale + shift.
+  virtual void upload_normalized(float* dst, const uint8_t* src, size_t count, float scale, float shift);
 
   // C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when trans_* is set.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
@@ -46,18 +68,20 @@ public:
   // db[c] = sum over n and spatial of dy[n, c, :] (overwrites db).
   virtual void channel_bias_grad(const float* dy, int batch, int channels, int spatial, float* db) = 0;
 
-  // Convolution lowering for one image (C x H x W) into columns (C*kh*kw) x (oh*ow), and back
-  // (col2im accumulates into a zeroed image).
-  virtual void im2col(const float* image, int channels, int height, int width, int kh, int kw, int pad, int stride,
-                      float* columns) = 0;
-  virtual void col2im(const float* columns, int channels, int height, int width, int kh, int kw, int pad,
-                      int stride, float* image) = 0;
+  // Convolution without bias (the layer adds it with channel_bias_act_forward):
+  // y [batch, out_c, oh, ow] = w [out_c, in_c * k * k] applied to x [batch, in_c, h, w].
+  virtual void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y) = 0;
+  // Its gradients: dw (overwritten) and, unless dx is null, dx (overwritten).
+  virtual void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dw,
+                               float* dx) = 0;
 
-  // Max pooling over NCHW; argmax (flat index within each H*W plane) kept for backward.
+  // Max pooling over NCHW. Backward gets both what a device may route the gradient by:
+  // forward's input and output (cuDNN) and the arg-max (flat index within each H*W
+  // plane) forward kept (the CPU). argmax is device memory of the output's size.
   virtual void maxpool_forward(const float* x, int batch, int channels, int height, int width, int k, int stride,
                                float* y, int32_t* argmax) = 0;
-  virtual void maxpool_backward(const float* dy, const int32_t* argmax, int batch, int channels, int height,
-                                int width, int out_h, int out_w, float* dx) = 0;
+  virtual void maxpool_backward(const float* x, const float* y, const float* dy, const int32_t* argmax, int batch,
+                                int channels, int height, int width, int k, int stride, float* dx) = 0;
 
   // Inverted dropout with a counter-based mask: element i of row r is kept iff
   // hash(seed, first_row + r, i) >= p. Keyed by the sample's global position so the
@@ -87,7 +111,8 @@ public:
                                   const double* sums, double count, int batch, int channels, int spatial,
                                   float* dx) = 0;
 
-  // Softmax cross-entropy with SUM reduction over rows, fused with its gradient:
+  // Softmax cross-entropy with SUM reduction over rows, fused with its gradient
+  // (labels are host memory: the device copies them over with the logits' work):
   // dlogits = softmax(logits) - onehot(label). Returns the loss sum; *correct counts
   // rows whose arg-max equals the label. dlogits may be null (evaluation).
   virtual double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,

@@ -40,52 +40,40 @@ void Conv2d::init_params(Rng& rng) {
   if (bias_) init_uniform(dev_, b_, static_cast<size_t>(oc_), bound, rng);
 }
 
+ConvShape Conv2d::geometry(int batch) const {
+  ConvShape s;
+  s.batch = batch;
+  s.in_channels = ic_;
+  s.height = ih_;
+  s.width = iw_;
+  s.out_channels = oc_;
+  s.kernel = k_;
+  s.pad = pad_;
+  s.stride = stride_;
+  return s;
+}
+
 const Tensor& Conv2d::forward(const Tensor& x, const StepContext&) {
   const int n = static_cast<int>(x.dim(0));
-  const int kdim = ic_ * k_ * k_, spatial = oh_ * ow_;
   TANDEM_CHECK(x.numel() == static_cast<int64_t>(n) * ic_ * ih_ * iw_, describe(), " got input ",
                shape_str(x.shape()));
   x_ = x;
   y_.ensure(dev_, {n, oc_, oh_, ow_});
-  columns_.ensure(dev_, {kdim, spatial});
-  for (int i = 0; i < n; ++i) {
-    dev_.im2col(x.data() + static_cast<size_t>(i) * ic_ * ih_ * iw_, ic_, ih_, iw_, k_, k_, pad_, stride_,
-                columns_.data());
-    // y_i [oc, spatial] = W [oc, kdim] x columns [kdim, spatial]
-    dev_.gemm(false, false, oc_, spatial, kdim, 1.0f, w_, kdim, columns_.data(), spatial, 0.0f,
-              y_.data() + static_cast<size_t>(i) * oc_ * spatial, spatial);
-  }
-  dev_.channel_bias_act_forward(y_.data(), b_, n, oc_, spatial, act_);
+  dev_.conv2d_forward(geometry(n), x.data(), w_, y_.data());
+  dev_.channel_bias_act_forward(y_.data(), b_, n, oc_, oh_ * ow_, act_);
   return y_;
 }
 
 const Tensor& Conv2d::backward(const Tensor& dy, bool need_dx, const StepContext&) {
   const int n = static_cast<int>(x_.dim(0));
-  const int kdim = ic_ * k_ * k_, spatial = oh_ * ow_;
   float* g = dy.data();
-  dev_.act_backward(y_.data(), g, static_cast<size_t>(n) * oc_ * spatial, act_);
-  if (bias_) dev_.channel_bias_grad(g, n, oc_, spatial, db_);
-  if (n == 0) dev_.fill(dw_, static_cast<size_t>(weight_count()), 0.0f);
-  if (need_dx) {
+  dev_.act_backward(y_.data(), g, static_cast<size_t>(n) * oc_ * oh_ * ow_, act_);
+  if (bias_) dev_.channel_bias_grad(g, n, oc_, oh_ * ow_, db_);
+  if (need_dx)
     dx_.ensure(dev_, x_.shape());
-    dev_.fill(dx_.data(), static_cast<size_t>(dx_.numel()), 0.0f);
-  } else {
+  else
     dx_ = Tensor();
-  }
-  for (int i = 0; i < n; ++i) {
-    const float* gi = g + static_cast<size_t>(i) * oc_ * spatial;
-    dev_.im2col(x_.data() + static_cast<size_t>(i) * ic_ * ih_ * iw_, ic_, ih_, iw_, k_, k_, pad_, stride_,
-                columns_.data());
-    // dW [oc, kdim] (+)= dy_i [oc, spatial] x columns^T [spatial, kdim]; the first image overwrites.
-    dev_.gemm(false, true, oc_, kdim, spatial, 1.0f, gi, spatial, columns_.data(), spatial, i == 0 ? 0.0f : 1.0f,
-              dw_, kdim);
-    if (need_dx) {
-      // columns [kdim, spatial] = W^T [kdim, oc] x dy_i [oc, spatial], then scattered back.
-      dev_.gemm(true, false, kdim, spatial, oc_, 1.0f, w_, kdim, gi, spatial, 0.0f, columns_.data(), spatial);
-      dev_.col2im(columns_.data(), ic_, ih_, iw_, k_, k_, pad_, stride_,
-                  dx_.data() + static_cast<size_t>(i) * ic_ * ih_ * iw_);
-    }
-  }
+  dev_.conv2d_backward(geometry(n), x_.data(), w_, g, dw_, need_dx ? dx_.data() : nullptr);
   return dx_;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// 2-D convolution over NCHW by im2col + one GEMM per image, with an optional fused
-// activation. Weights are [out_channels, in_channels * k * k] as in torch.
+// 2-D convolution over NCHW through the device (im2col + GEMM on the CPU, cuDNN on a
+// GPU), with an optional fused bias and activation. Weights are [out_channels, in_channels * k * k] as in torch.
 #include "engine/nn/layer.hpp"
 
 namespace tandem {
@@ -18,13 +18,14 @@ public:
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
 
 private:
+  ConvShape geometry(int batch) const;
   int64_t weight_count() const { return static_cast<int64_t>(oc_) * ic_ * k_ * k_; }
   int ic_, ih_, iw_, oc_, oh_, ow_, k_, stride_, pad_;
   bool bias_;
   Activation act_;
   Shape out_shape_;
   float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
-  Tensor x_, y_, dx_, columns_;
+  Tensor x_, y_, dx_;
 };
 
 }  // namespace tandem

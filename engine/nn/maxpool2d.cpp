@@ -22,18 +22,18 @@ std::string MaxPool2d::describe() const {
 
 const Tensor& MaxPool2d::forward(const Tensor& x, const StepContext&) {
   const int n = static_cast<int>(x.dim(0));
-  x_shape_ = x.shape();
-  y_.ensure(dev_, {n, c_, oh_, ow_});
-  argmax_.resize(static_cast<size_t>(y_.numel()));
-  dev_.maxpool_forward(x.data(), n, c_, h_, w_, k_, stride_, y_.data(), argmax_.data());
+    y_.ensure(dev_, {n, c_, oh_, ow_});
+  x_ = x;
+  argmax_.ensure(dev_, y_.shape());
+  dev_.maxpool_forward(x.data(), n, c_, h_, w_, k_, stride_, y_.data(), indices());
   return y_;
 }
 
 const Tensor& MaxPool2d::backward(const Tensor& dy, bool need_dx, const StepContext&) {
   if (!need_dx) return dx_ = Tensor();
   const int n = static_cast<int>(dy.dim(0));
-  dx_.ensure(dev_, x_shape_);
-  dev_.maxpool_backward(dy.data(), argmax_.data(), n, c_, h_, w_, oh_, ow_, dx_.data());
+  dx_.ensure(dev_, x_.shape());
+  dev_.maxpool_backward(x_.data(), y_.data(), dy.data(), indices(), n, c_, h_, w_, k_, stride_, dx_.data());
   return dx_;
 }
 

@@ -1,6 +1,5 @@
 #pragma once
 // Max pooling (no padding) over NCHW; the arg-max of each output is kept from forward.
-#include <vector>
 
 #include "engine/nn/layer.hpp"
 
@@ -17,11 +16,12 @@ public:
 private:
   int c_, h_, w_, oh_, ow_, k_, stride_;
   Shape out_shape_;
-  Tensor y_, dx_;
-  Shape x_shape_;
-  // Indices are small ints; kept in a float-typed buffer would lose them, so they get
-  // their own storage (host now; the CUDA device will give it device memory).
-  std::vector<int32_t> argmax_;
+  // The arg-max indices live in device memory like everything a device op reads:
+  // a float-typed buffer of the output's size holds them bit for bit (same width).
+  int32_t* indices() const { return reinterpret_cast<int32_t*>(argmax_.data()); }
+  static_assert(sizeof(float) == sizeof(int32_t), "arg-max indices share float storage");
+
+  Tensor x_, y_, dx_, argmax_;
 };
 
 }  // namespace tandem

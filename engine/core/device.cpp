@@ -1,0 +1,31 @@
+// What every device shares unless it knows better: host staging is plain host
+// memory, and an upload is a copy (the CUDA device overrides these with pinned
+// memory and a copy engine).
+#include <cstdlib>
+#include <vector>
+
+#include "engine/core/device.hpp"
+#include "engine/core/error.hpp"
+
+namespace tandem {
+
+void* Device::allocate_host(size_t bytes) {
+  void* p = std::malloc(bytes ? bytes : 1);
+  if (!p) TANDEM_FAIL_HINT("reduce the batch size or free memory on this machine", "out of host memory staging ", bytes,
+                           " bytes of input for ", name());
+  return p;
+}
+
+void Device::deallocate_host(void* p, size_t) { std::free(p); }
+
+void Device::upload_normalized(float* dst, const uint8_t* src, size_t count, float scale, float shift) {
+  if (kind() == DeviceKind::cpu) {  // host memory: normalise in place, no copy
+    for (size_t i = 0; i < count; ++i) dst[i] = static_cast<float>(src[i]) * scale + shift;
+    return;
+  }
+  std::vector<float> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>(src[i]) * scale + shift;
+  copy_from_host(dst, host.data(), count);
+}
+
+}  // namespace tandem

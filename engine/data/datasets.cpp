@@ -14,3 +14,11 @@ std::unique_ptr<Dataset> make_dataset(const DataConfig& cfg, bool train) {
 }
 
 }  // namespace tandem
+
+namespace tandem {
+
+void Dataset::gather_bytes(const int64_t*, int64_t, uint8_t*, int32_t*) const {
+  TANDEM_FAIL("data set ", name(), " has no byte form: gather() its samples as floats (a bug in tandem's loader)");
+}
+
+}  // namespace tandem

@@ -1,6 +1,7 @@
 #include "engine/data/fashion_mnist.hpp"
 
 #include <array>
+#include <cstring>
 #include <vector>
 
 #include "engine/core/error.hpp"
@@ -50,8 +51,21 @@ public:
     }
   }
 
+  const ByteForm* byte_form() const override { return &bytes_; }
+  void gather_bytes(const int64_t* indices, int64_t count, uint8_t* x, int32_t* labels) const override {
+    constexpr size_t kPixels = 28 * 28;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t s = indices[i];
+      TANDEM_CHECK(s >= 0 && s < size(), "sample index ", s, " outside ", name_, " of size ", size());
+      std::memcpy(x + static_cast<size_t>(i) * kPixels, pixels_.data() + static_cast<size_t>(s) * kPixels, kPixels);
+      labels[i] = labels_[static_cast<size_t>(s)];
+    }
+  }
+
 private:
   std::string name_;
+  // (byte / 255 - mean) / std, as the table below computes it on the host.
+  ByteForm bytes_{1.0f / (255.0f * kFashionMnistStd), -kFashionMnistMean / kFashionMnistStd};
   Shape shape_{1, 28, 28};
   std::vector<uint8_t> pixels_, labels_;
   std::array<float, 256> table_;  // normalised value of each byte: a lookup, not arithmetic, per pixel

@@ -1,23 +1,31 @@
 #include "engine/train/batch_loader.hpp"
 
-#include "engine/core/error.hpp"
-
 namespace tandem {
 
 BatchLoader::BatchLoader(const Dataset& data, const GlobalSampler& sampler, Device& dev)
-    : data_(data), sampler_(sampler), dev_(dev) {
-  TANDEM_CHECK(dev.kind() == DeviceKind::cpu, "BatchLoader gathers straight into host memory; a ", dev.name(),
-               " device needs a staging copy");
+    : data_(data), sampler_(sampler), dev_(dev), input_(dev) {}
+
+void BatchLoader::fill(int slot, const Slice& s) {
+  sampler_.slice(s.iteration, s.offset, s.count, indices_);
+  input_.fill(data_, indices_.data(), s.count, x_[slot], labels_[slot]);
+  slice_[slot] = s;
 }
 
 const Tensor& BatchLoader::load(int64_t iteration, int64_t offset, int64_t count) {
-  sampler_.slice(iteration, offset, count, indices_);
-  Shape shape{count};
-  shape.insert(shape.end(), data_.sample_shape().begin(), data_.sample_shape().end());
-  x_.ensure(dev_, shape);
-  labels_.resize(static_cast<size_t>(count));
-  data_.gather(indices_.data(), count, x_.data(), labels_.data());
-  return x_;
+  const Slice want{iteration, offset, count};
+  const int other = current_ ^ 1;
+  if (slice_[other] == want) {
+    current_ = other;  // prefetched
+  } else {
+    fill(current_, want);
+  }
+  slice_[current_ ^ 1] = Slice{};  // a prefetch not taken is stale
+  return x_[current_];
+}
+
+void BatchLoader::prefetch(int64_t iteration, int64_t offset, int64_t count) {
+  if (dev_.kind() == DeviceKind::cpu) return;
+  fill(current_ ^ 1, Slice{iteration, offset, count});
 }
 
 }  // namespace tandem

@@ -3,12 +3,17 @@
 // worker's slice of the global batch, gathered from the data set into a device
 // tensor and a label array that are reused every step (sized for the largest batch
 // seen, so a changing local batch allocates nothing once warmed up).
+//
+// On a GPU the next iteration's batch can be prefetched: gathered on the host and
+// uploaded on the copy engine while the device runs this iteration's optimizer
+// step. load() then finds it ready, as long as the plan did not change the slice.
 #include <cstdint>
 #include <vector>
 
 #include "engine/core/tensor.hpp"
 #include "engine/data/dataset.hpp"
 #include "engine/data/sampler.hpp"
+#include "engine/train/device_input.hpp"
 
 namespace tandem {
 
@@ -17,15 +22,30 @@ public:
   BatchLoader(const Dataset& data, const GlobalSampler& sampler, Device& dev);
   // Positions [offset, offset + count) of iteration t's global batch.
   const Tensor& load(int64_t iteration, int64_t offset, int64_t count);
-  const int32_t* labels() const { return labels_.data(); }
+  // Starts loading a later load()'s batch now. Only a device that computes
+  // asynchronously gains from it; on the CPU it does nothing.
+  void prefetch(int64_t iteration, int64_t offset, int64_t count);
+  const int32_t* labels() const { return labels_[current_].data(); }
   const std::vector<int64_t>& indices() const { return indices_; }
 
 private:
+  struct Slice {
+    int64_t iteration = -1, offset = 0, count = 0;
+    bool operator==(const Slice& o) const {
+      return iteration == o.iteration && offset == o.offset && count == o.count;
+    }
+  };
+  void fill(int slot, const Slice& s);
+
   const Dataset& data_;
   const GlobalSampler& sampler_;
   Device& dev_;
-  Tensor x_, batch_;
-  std::vector<int32_t> labels_;
+  DeviceInput input_;
+  // Two slots: the batch in use and the one being prefetched.
+  Tensor x_[2];
+  std::vector<int32_t> labels_[2];
+  Slice slice_[2];
+  int current_ = 0;
   std::vector<int64_t> indices_;
 };
 

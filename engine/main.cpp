@@ -13,7 +13,9 @@
 #include "engine/core/gpu_probe.hpp"
 #include "engine/core/log.hpp"
 #include "engine/dist/comm.hpp"
+#include "engine/core/cuda_device.hpp"
 #include "engine/dist/launcher.hpp"
+#include "engine/dist/nccl_comm.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
@@ -83,15 +85,26 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     spdlog::warn("the experiment asks for {} worker(s) but mpirun started {}: training with {}", cfg.workers,
                  comm->size(), comm->size());
   try {
+    comm->set_timeout_s(cfg.collective_timeout_s);
+    // The device first: a GPU rank's gradients may then go over NCCL (every rank
+    // takes part in that decision, so all ranks agree on the transport).
+    const tandem::DeviceChoice device = tandem::choose_device(cfg.device, comm->rank());
+    const bool on_gpu = device.device->kind() == tandem::DeviceKind::cuda;
+    comm = tandem::make_gpu_world_comm(std::move(comm),
+                                       tandem::my_placement(on_gpu, on_gpu ? tandem::cuda_ordinal_of(*device.device) : -1),
+                                       on_gpu ? tandem::cuda_stream_of(*device.device) : nullptr);
     // Rank 0 runs the policy; the others get its plans with the gradients.
     std::unique_ptr<tandem::PolicyHost> policy;
     if (!cfg.policy.file.empty() && comm->rank() == 0)
       policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, comm->size()));
-    tandem::train(cfg, *comm, policy.get());
+    tandem::train(cfg, *comm, device, policy.get());
+    // The transport goes before the device: NCCL finishes its work on the device's stream.
+    policy.reset();
+    comm.reset();
   } catch (const std::exception& e) {
     // One rank's failure ends the whole job at once instead of leaving the others
     // waiting for it until their deadline.
-    if (comm->size() > 1) comm->abort(e.what());
+    if (comm && comm->size() > 1) comm->abort(e.what());
     throw;
   }
   return 0;

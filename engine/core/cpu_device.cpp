@@ -156,6 +156,11 @@ public:
                       int64_t* correct) override {
     return cpu::softmax_xent(logits, labels, rows, classes, dlogits, correct);
   }
+  double sum_squares(const float* x, size_t count) override {
+    double s = 0.0;
+    for (size_t i = 0; i < count; ++i) s += static_cast<double>(x[i]) * x[i];
+    return s;
+  }
   void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
                 float weight_decay, float grad_scale, bool nesterov) override {
     cpu::sgd_step(param, grad, velocity, count, lr, momentum, weight_decay, grad_scale, nesterov);

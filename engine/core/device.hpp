@@ -118,6 +118,9 @@ public:
   virtual double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
                               int64_t* correct) = 0;
 
+  // sum of x[i]^2 (a gradient's squared norm, for the gradient noise scale).
+  virtual double sum_squares(const float* x, size_t count) = 0;
+
   // The SGD update fused over the whole flat parameter buffer:
   //   g = grad * grad_scale + weight_decay * param;  v = momentum * v + g;
   //   param -= lr * (nesterov ? g + momentum * v : v)

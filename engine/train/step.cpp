@@ -7,6 +7,9 @@ namespace tandem {
 LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
   const LossResult r = loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true);
   model_.backward(loss_.grad(), ctx);
+  // The gradients are complete when this returns: the caller times the compute and
+  // hands the buffer to the all-reduce (a no-op on the CPU).
+  model_.device().synchronize();
   return r;
 }
 

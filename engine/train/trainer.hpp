@@ -8,13 +8,16 @@
 #include "engine/dist/comm.hpp"
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/config.hpp"
+#include "engine/train/device_choice.hpp"
 #include "engine/train/run_recorder.hpp"
 
 namespace tandem {
 
-// Runs the experiment to its stop condition. The summary is complete on rank 0.
-// policy: rank 0's plan policy when the experiment has one (cfg.policy.file), else
-// null; the other ranks pass null and receive its plans with the gradients.
-RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy = nullptr);
+// Runs the experiment to its stop condition on this rank's device (choose_device,
+// chosen before the transport so a GPU rank's Comm can be NCCL). The summary is
+// complete on rank 0. policy: rank 0's plan policy when the experiment has one
+// (cfg.policy.file), else null; the other ranks pass null and receive its plans
+// with the gradients.
+RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& device, PlanPolicy* policy = nullptr);
 
 }  // namespace tandem

@@ -6,7 +6,15 @@ set -euo pipefail
 tandem=$1 experiment=$2 min_acc=$3 dir=$4
 shift 4
 rm -rf "$dir"
-"$tandem" run "$experiment" --out "$dir" "$@"
+# The CPU is the reference; TANDEM_TEST_DEVICE=cuda runs the same checks on a GPU,
+# and a run asking for a GPU where there is none is skipped (77), not failed.
+device=${TANDEM_TEST_DEVICE:-cpu}
+for a in "$@"; do [[ $a == device=* ]] && device=${a#device=}; done
+if [[ $device == cuda ]] && ! "$tandem" version | grep '^gpu: ' | grep -qv '^gpu: none'; then
+  echo "skipped: $("$tandem" version | grep '^gpu: ' | head -1)"
+  exit 77
+fi
+"$tandem" run "$experiment" --out "$dir" device="$device" "$@"
 for f in config.json log.txt trace.jsonl summary.json; do
   [[ -s "$dir/$f" ]] || { echo "FAIL: run directory lacks $f"; exit 1; }
 done

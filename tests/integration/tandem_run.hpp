@@ -40,13 +40,20 @@ struct RunResult {
   std::string output; // stdout and stderr together
 };
 
+// The device these runs compute on: the CPU (the reference) unless TANDEM_TEST_DEVICE
+// says otherwise (TANDEM_TEST_DEVICE=cuda ctest -L integration runs them on a GPU).
+inline std::string test_device() {
+  const char* d = std::getenv("TANDEM_TEST_DEVICE");
+  return d && *d ? d : "cpu";
+}
+
 // Runs `prefix TANDEM_BINARY run EXPERIMENT <small overrides> --out DIR ARGS`, output
 // to <name>.log. prefix: e.g. an external mpirun; the command is under `timeout`.
 inline RunResult run_tandem(const std::string& name, const std::string& experiment, const std::string& args,
                      const std::string& prefix = "", int timeout_s = 120) {
   const std::string log = scratch().file(name + ".log");
   const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + prefix + std::string(TANDEM_BINARY) +
-                          " run " + experiment + kSmall + " --out " + scratch().file(name) + " " + args + " > " +
+                          " run " + experiment + kSmall + " device=" + test_device() + " --out " + scratch().file(name) + " " + args + " > " +
                           log + " 2>&1";
   BOOST_TEST_MESSAGE(cmd);
   RunResult r;

@@ -22,7 +22,10 @@ real compute fits in the 2 cores and the numbers measure balancing. MLP
    all-reduce hiccup of the shared machine resets it); the same for the slowest worker's compute time (the
    balance itself, without the all-reduce's noise).
 
-usage: tools/bench/hetero_policies.py BUILD_DIR [--iterations 240] [--out FILE]
+On a GPU (--device cuda) the speed-1 device is this machine's GPU as calibrated
+(reference 1 = the GPU's own speed); the 4 ranks share it.
+
+usage: tools/bench/hetero_policies.py BUILD_DIR [--iterations 240] [--device cpu|cuda] [--out FILE]
 """
 import argparse
 import json
@@ -83,10 +86,13 @@ def main():
     ap.add_argument("--reference", type=float, default=0.125)
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--straggler-policies", default="lbb,boa,proportional")
+    ap.add_argument("--device", default="cpu",
+                    help="where the ranks compute: cpu, or cuda (every rank on this host's GPU(s); several ranks "
+                         "sharing one GPU all-reduce through MPI)")
     ap.add_argument("--out")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="tandem-policies-")
-    go = Runner(args.build, root, [f"emulation.reference={args.reference}"])
+    go = Runner(args.build, root, [f"emulation.reference={args.reference}", f"device={args.device}"])
     go.common += calibration_overrides(go, B)
     ideal = sum(alone_throughputs(go, SPEEDS, B // len(SPEEDS), 300))
     speeds = ",".join(str(s) for s in SPEEDS)
@@ -126,7 +132,8 @@ def main():
                   f"({c['best_max_compute_ms']:.1f} ms) after {c['max_compute_iterations_to_first_within_10pct']}, "
                   f"staying after {c['max_compute_iterations_to_within_10pct']}", file=sys.stderr)
 
-    result = {"benchmark": "hetero_policies", "emulation": f"speed factors, reference {args.reference} of a core",
+    result = {"benchmark": "hetero_policies", "device": args.device,
+              "emulation": f"speed factors, reference {args.reference} of a core",
               "speeds": SPEEDS, "global_batch": B, "ideal_samples_per_s": ideal, "policies": results,
               "straggler": straggler}
     write_result(result, args.out)

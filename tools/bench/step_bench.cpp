@@ -1,10 +1,12 @@
-// Times training steps of one worker on one thread, exactly as the trainer runs them
-// (global sampler -> gather -> forward/backward -> SGD), for an experiment file and
-// batch size; prints one JSON line. tools/bench/mlp_vs_torch.py runs it side by side
-// with PyTorch. With --peak it also times a large SGEMM: the practical single-core
-// FLOP/s ceiling the step is compared against.
+// Times training steps of one worker, exactly as the trainer runs them (global
+// sampler -> gather -> forward/backward -> SGD, the next batch prefetched while the
+// update runs), for an experiment file, batch size and device; prints one JSON line.
+// tools/bench/mlp_vs_torch.py (one CPU core) and gpu_vs_torch.py (one GPU) run it
+// side by side with PyTorch. With --peak it also times a large SGEMM on the same
+// device: the practical FLOP/s ceiling the step is compared against.
 //
 // usage: tandem_step_bench EXPERIMENT.lua --batch N [--steps N] [--warmup N] [--peak]
+//                          [--device cpu|cuda] [--tf32]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,6 +21,7 @@
 #include "engine/nn/sgd.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/train/batch_loader.hpp"
+#include "engine/train/device_choice.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -26,14 +29,20 @@ using namespace tandem;
 
 namespace {
 
-double sgemm_peak_flops() {
-  const int n = 1536;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  cpu::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
+// The best of a few large square SGEMMs on the device (1536 on a CPU core, 8192 on a GPU).
+double sgemm_peak_flops(Device& dev) {
+  const int n = dev.kind() == DeviceKind::cpu ? 1536 : 8192;
+  Tensor a(dev, {n, n}), b(dev, {n, n}), c(dev, {n, n});
+  a.fill(0.5f);
+  b.fill(0.25f);
+  auto once = [&] { dev.gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); };
+  once();  // warm-up
+  dev.synchronize();
   double best = 0.0;
   for (int rep = 0; rep < 3; ++rep) {
     const Stopwatch sw;
-    cpu::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    once();
+    dev.synchronize();
     best = std::max(best, 2.0 * n * n * n / (sw.elapsed_ms() / 1000.0));
   }
   return best;
@@ -46,7 +55,8 @@ int main(int argc, char** argv) {
     log::init(0, "warn");
     std::string experiment;
     int64_t batch = 64, steps = 300, warmup = 30;
-    bool peak = false;
+    bool peak = false, tf32 = false;
+    std::string device = "cpu";
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       auto next = [&]() -> std::string {
@@ -57,14 +67,18 @@ int main(int argc, char** argv) {
       else if (a == "--steps") steps = std::stoll(next());
       else if (a == "--warmup") warmup = std::stoll(next());
       else if (a == "--peak") peak = true;
+      else if (a == "--device") device = next();
+      else if (a == "--tf32") tf32 = true;
       else experiment = a;
     }
     TANDEM_CHECK_HINT(!experiment.empty(), "usage: tandem_step_bench EXPERIMENT.lua --batch N", "no experiment given");
-    ExperimentConfig cfg = load_experiment(experiment, {"global_batch=" + std::to_string(batch)});
+    ExperimentConfig cfg = load_experiment(
+        experiment, {"global_batch=" + std::to_string(batch), "device=" + device, tf32 ? "tf32=true" : "tf32=false"});
     cpu::set_blas_threads(1);
     auto data = make_dataset(cfg.data, true);
     GlobalSampler sampler(data->size(), batch, cfg.seed);
-    Device& dev = cpu_device();
+    DeviceChoice chosen = choose_device(cfg.device, 0);
+    Device& dev = *chosen.device;
     Model model(dev, cfg.model, cfg.seed);
     Sgd sgd(dev, model.param_count(), cfg.optimizer);
     TrainStep step(model, sgd);
@@ -74,7 +88,11 @@ int main(int argc, char** argv) {
     for (int64_t t = 0; t < warmup + steps; ++t) {
       const Stopwatch sw;
       const Tensor& x = loader.load(t, 0, batch);
-      loss = step.run(x, loader.labels(), batch, cfg.optimizer.lr, ctx).loss_sum / static_cast<double>(batch);
+      const LossResult r = step.compute(x, loader.labels(), ctx);
+      step.update(batch, cfg.optimizer.lr);
+      if (t + 1 < warmup + steps) loader.prefetch(t + 1, 0, batch);
+      loss = r.loss_sum / static_cast<double>(batch);
+      if (t + 1 == warmup + steps) dev.synchronize();  // the last update is part of the time
       if (t >= warmup) timed_ms += sw.elapsed_ms();
     }
     const double samples_per_s = static_cast<double>(steps * batch) / (timed_ms / 1000.0);
@@ -85,7 +103,8 @@ int main(int argc, char** argv) {
                 "\"flops\":%.4g,\"final_loss\":%.4f",
                 static_cast<long long>(batch), static_cast<long long>(steps), samples_per_s,
                 timed_ms / static_cast<double>(steps), flops, loss);
-    if (peak) std::printf(",\"sgemm_peak_flops\":%.4g", sgemm_peak_flops());
+    std::printf(",\"device\":\"%s\"", dev.name().c_str());
+    if (peak) std::printf(",\"sgemm_peak_flops\":%.4g", sgemm_peak_flops(dev));
     std::printf("}\n");
     return 0;
   } catch (const std::exception& e) {

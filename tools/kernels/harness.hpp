@@ -17,6 +17,11 @@ struct Version {
   std::string name;
   std::function<void()> run;                     // one launch, timed
   std::function<std::vector<float>()> output;    // its result, after a run
+  // A device version times itself (CUDA events: mean seconds per run over `repeat`
+  // runs after a warm-up) and brings its device's peak memory bandwidth; a CPU
+  // version leaves both empty and is timed by the host clock against a CPU triad.
+  std::function<double(int repeat)> seconds = {};
+  double peak_gb_per_s = 0.0;
 };
 
 struct OpCase {
@@ -30,6 +35,8 @@ struct OpCase {
 
 // Every op case, built with its inputs (kernels_cpu.cpp).
 std::vector<OpCase> cpu_cases();
+// The CUDA versions (kernels_cuda.cpp); none, with a line saying why, without a GPU.
+std::vector<OpCase> cuda_cases();
 
 // Largest |version - reference| over the largest |reference| (at least 1).
 double scaled_error(const std::vector<float>& got, const std::vector<float>& want);

@@ -68,8 +68,10 @@ int main(int argc, char** argv) {
   std::printf("device: cpu, one core: triad from memory %.1f GB/s, sgemm %.1f GFLOP/s; memory-bound kernels are "
               "compared with a triad moving as many bytes\n", bw, flops);
   nlohmann::json result{{"device", "cpu (one core)"}, {"memory_triad_gb_per_s", bw}, {"peak_gflops", flops}};
+  std::vector<OpCase> cases = cpu_cases();
+  for (OpCase& c : cuda_cases()) cases.push_back(std::move(c));
   bool all_ok = true;
-  for (const OpCase& c : cpu_cases()) {
+  for (const OpCase& c : cases) {
     if (!only.empty() && c.op != only) continue;
     const std::vector<float> want = c.reference();
     for (const Version& v : c.versions) {
@@ -77,10 +79,11 @@ int main(int argc, char** argv) {
       const double err = scaled_error(v.output(), want);
       const bool ok = err <= c.tolerance;
       all_ok = all_ok && ok;
-      const double s = seconds_of(v.run, repeat);
+      const double s = v.seconds ? v.seconds(repeat) : seconds_of(v.run, repeat);
       const bool memory_bound = c.flops == 0.0;
       const double rate = memory_bound ? c.bytes / s / 1e9 : c.flops / s / 1e9;
-      const double peak = memory_bound ? triad_gb_per_s(c.bytes, repeat) : flops;
+      const double peak = memory_bound ? (v.peak_gb_per_s > 0.0 ? v.peak_gb_per_s : triad_gb_per_s(c.bytes, repeat))
+                                       : flops;
       std::printf("%-18s %-22s %-16s error %.1e %s  %9.1f us  %7.1f %s = %.2f of peak\n", c.op.c_str(),
                   c.shape.c_str(), v.name.c_str(), err, ok ? "ok  " : "BAD ", s * 1e6, rate,
                   memory_bound ? "GB/s" : "GFLOP/s", rate / peak);

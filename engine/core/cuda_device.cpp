@@ -1,0 +1,342 @@
+#include "engine/core/cuda_device.hpp"
+
+#include "engine/core/error.hpp"
+
+#if TANDEM_HAVE_CUDA
+#include <algorithm>
+#include <vector>
+
+#include "engine/core/cuda_check.hpp"
+#include "engine/core/cudnn_ops.hpp"
+#include "engine/core/gemm_layout.hpp"
+#include "engine/core/memory_pool.hpp"
+#include "kernels/cuda/avgpool.cuh"
+#include "kernels/cuda/batchnorm.cuh"
+#include "kernels/cuda/bias_act.cuh"
+#include "kernels/cuda/bias_grad.cuh"
+#include "kernels/cuda/dropout.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/normalize.cuh"
+#include "kernels/cuda/sgd_step.cuh"
+#include "kernels/cuda/softmax_xent.cuh"
+
+namespace tandem {
+
+namespace {
+
+// Device scratch that grows to the largest request and is reused: labels, the
+// byte batch, sums, cuDNN workspaces. Grows through the pool, so the old block is
+// reused by someone else rather than returned to the driver.
+class Scratch {
+public:
+  explicit Scratch(MemoryPool& pool) : pool_(pool) {}
+  ~Scratch() { pool_.deallocate(p_); }
+  void* get(size_t bytes, cudaStream_t stream) {
+    if (bytes <= bytes_) return p_;
+    // Work queued on the stream may still read the old block: let it finish first.
+    if (p_) {
+      TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      pool_.deallocate(p_);
+    }
+    p_ = pool_.allocate(bytes);
+    if (!p_) TANDEM_FAIL_HINT("reduce the local batch or the model", "out of GPU memory for ", bytes, " bytes of scratch");
+    bytes_ = MemoryPool::size_class(bytes);
+    return p_;
+  }
+
+private:
+  MemoryPool& pool_;
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaDevice final : public Device {
+public:
+  explicit CudaDevice(const CudaOptions& o)
+      : ordinal_(o.ordinal),
+        pool_([this](size_t bytes) -> void* {
+                void* p = nullptr;
+                if (cudaMalloc(&p, bytes) != cudaSuccess) {
+                  (void)cudaGetLastError();  // clear the sticky-free error so the pool may retry
+                  return nullptr;
+                }
+                return p;
+              },
+              [](void* p) { cudaFree(p); }),
+        labels_(pool_), bytes_(pool_), sums_(pool_), workspace_(pool_) {
+    TANDEM_CUDA_CHECK(cudaSetDevice(ordinal_));
+    cudaDeviceProp prop{};
+    TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
+    name_ = "cuda:" + std::to_string(ordinal_) + " (" + prop.name + ")";
+    TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+    TANDEM_CUBLAS_CHECK(cublasCreate(&blas_));
+    TANDEM_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    // Pedantic float32 unless the experiment allows TF32 tensor cores.
+    TANDEM_CUBLAS_CHECK(cublasSetMathMode(blas_, o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+    TANDEM_CUDNN_CHECK(cudnnCreate(&dnn_));
+    TANDEM_CUDNN_CHECK(cudnnSetStream(dnn_, stream_));
+    TANDEM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&totals_host_), 4 * sizeof(double)));
+    cudnn_ = std::make_unique<CudnnOps>(dnn_, o.tf32, [this](size_t b) { return workspace_.get(b, stream_); });
+  }
+
+  ~CudaDevice() override {
+    // Nothing may throw here: report what fails and go on releasing.
+    cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(copy_stream_);
+    cudnn_.reset();
+    cudnnDestroy(dnn_);
+    cublasDestroy(blas_);
+    cudaFreeHost(totals_host_);
+    cudaEventDestroy(uploaded_);
+    cudaStreamDestroy(copy_stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  DeviceKind kind() const override { return DeviceKind::cuda; }
+  std::string name() const override { return name_; }
+  cudaStream_t stream() const { return stream_; }
+  int ordinal() const { return ordinal_; }
+
+  float* allocate(size_t count) override {
+    void* p = pool_.allocate(std::max<size_t>(count, 1) * sizeof(float));
+    if (!p)
+      TANDEM_FAIL_HINT("reduce the local batch (policy.max_batch caps it per worker) or the model",
+                       "out of GPU memory on ", name_, " allocating ", count * sizeof(float), " bytes (",
+                       pool_.bytes_in_use(), " bytes in use)");
+    return static_cast<float*>(p);
+  }
+  void deallocate(float* p, size_t) override { pool_.deallocate(p); }
+  size_t bytes_in_use() const override { return pool_.bytes_in_use(); }
+
+  void copy_from_host(float* dst, const float* src, size_t count) override {
+    if (!count) return;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    // From pageable memory the call returns once the source is staged; from pinned
+    // memory it returns at once, and the caller may reuse src on return: wait.
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, src) == cudaSuccess && attr.type == cudaMemoryTypeHost)
+      TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    else
+      (void)cudaGetLastError();
+  }
+  void copy_to_host(float* dst, const float* src, size_t count) override {
+    if (!count) return;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(float* dst, const float* src, size_t count) override {
+    if (count && dst != src)
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill(float* dst, size_t count, float value) override {
+    if (value == 0.0f) {
+      if (count) TANDEM_CUDA_CHECK(cudaMemsetAsync(dst, 0, count * sizeof(float), stream_));
+    } else {
+      cuda::fill(dst, count, value, stream_);
+    }
+  }
+  void synchronize() override { TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void* allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    TANDEM_CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+    return p;
+  }
+  void deallocate_host(void* p, size_t) override {
+    // The copy engine may still read it.
+    cudaStreamSynchronize(copy_stream_);
+    cudaFreeHost(p);
+  }
+  void upload(float* dst, const float* src, size_t count) override {
+    if (!count) return;
+    // The copy stream must not start before compute that still reads dst is done.
+    TANDEM_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
+    TANDEM_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, uploaded_, 0));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyHostToDevice, copy_stream_));
+    TANDEM_CUDA_CHECK(cudaEventRecord(uploaded_, copy_stream_));
+    TANDEM_CUDA_CHECK(cudaStreamWaitEvent(stream_, uploaded_, 0));
+  }
+  void upload_normalized(float* dst, const uint8_t* src, size_t count, float scale, float shift) override {
+    if (!count) return;
+    auto* raw = static_cast<uint8_t*>(bytes_.get(count, stream_));
+    TANDEM_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
+    TANDEM_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, uploaded_, 0));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(raw, src, count, cudaMemcpyHostToDevice, copy_stream_));
+    TANDEM_CUDA_CHECK(cudaEventRecord(uploaded_, copy_stream_));
+    TANDEM_CUDA_CHECK(cudaStreamWaitEvent(stream_, uploaded_, 0));
+    cuda::normalize_u8(raw, dst, count, scale, shift, stream_);
+  }
+
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+            float beta, float* c, int ldc) override {
+    if (m == 0 || n == 0) return;
+    const ColumnMajorGemm g = to_column_major(ta, tb, m, n, k, a, lda, b, ldb);
+    TANDEM_CUBLAS_CHECK(cublasSgemm(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha, g.first,
+                                    g.ld_first, g.second, g.ld_second, &beta, c, ldc));
+  }
+
+  void bias_act_forward(float* y, const float* bias, int rows, int cols, Activation act) override {
+    cuda::bias_act_forward(y, bias, rows, cols, act, stream_);
+  }
+  void act_backward(const float* y, float* dy, size_t count, Activation act) override {
+    cuda::act_backward(y, dy, count, act, stream_);
+  }
+  void bias_grad(const float* dy, int rows, int cols, float* db) override {
+    cuda::bias_grad(dy, rows, cols, db, stream_);
+  }
+  void channel_bias_act_forward(float* y, const float* bias, int batch, int channels, int spatial,
+                                Activation act) override {
+    cuda::channel_bias_act_forward(y, bias, batch, channels, spatial, act, stream_);
+  }
+  void channel_bias_grad(const float* dy, int batch, int channels, int spatial, float* db) override {
+    cuda::channel_bias_grad(dy, batch, channels, spatial, db, stream_);
+  }
+
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y) override {
+    cudnn_->conv_forward(s, x, w, y);
+  }
+  void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dw,
+                       float* dx) override {
+    cudnn_->conv_backward(s, x, w, dy, dw, dx);
+  }
+  void maxpool_forward(const float* x, int n, int c, int h, int w, int k, int stride, float* y, int32_t*) override {
+    cudnn_->maxpool_forward(x, n, c, h, w, k, stride, y);
+  }
+  void maxpool_backward(const float* x, const float* y, const float* dy, const int32_t*, int n, int c, int h, int w,
+                        int k, int stride, float* dx) override {
+    cudnn_->maxpool_backward(x, y, dy, n, c, h, w, k, stride, dx);
+  }
+
+  void dropout_forward(const float* x, float* y, int rows, int cols, float p, uint64_t seed,
+                       int64_t first_row) override {
+    cuda::dropout_forward(x, y, rows, cols, p, seed, first_row, stream_);
+  }
+  void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed,
+                        int64_t first_row) override {
+    cuda::dropout_backward(dy, dx, rows, cols, p, seed, first_row, stream_);
+  }
+  void global_avgpool_forward(const float* x, int batch, int channels, int spatial, float* y) override {
+    cuda::global_avgpool_forward(x, batch, channels, spatial, y, stream_);
+  }
+  void global_avgpool_backward(const float* dy, int batch, int channels, int spatial, float* dx) override {
+    cuda::global_avgpool_backward(dy, batch, channels, spatial, dx, stream_);
+  }
+  void add_relu(const float* a, const float* b, float* y, size_t count) override {
+    cuda::add_relu(a, b, y, count, stream_);
+  }
+  void add(const float* a, const float* b, float* y, size_t count) override { cuda::add(a, b, y, count, stream_); }
+
+  void batchnorm_sums(const float* x, int batch, int channels, int spatial, double* sums) override {
+    auto* d = static_cast<double*>(sums_.get(2 * sizeof(double) * static_cast<size_t>(channels), stream_));
+    cuda::batchnorm_sums(x, batch, channels, spatial, d, stream_);
+    read_doubles(sums, d, 2 * static_cast<size_t>(channels));
+  }
+  void batchnorm_forward(const float* x, const float* mean, const float* invstd, const float* gamma,
+                         const float* beta, int batch, int channels, int spatial, float* xhat, float* y) override {
+    cuda::batchnorm_forward(x, mean, invstd, gamma, beta, batch, channels, spatial, xhat, y, stream_);
+  }
+  void batchnorm_backward_sums(const float* dy, const float* xhat, int batch, int channels, int spatial,
+                               double* sums) override {
+    auto* d = static_cast<double*>(sums_.get(2 * sizeof(double) * static_cast<size_t>(channels), stream_));
+    cuda::batchnorm_backward_sums(dy, xhat, batch, channels, spatial, d, stream_);
+    read_doubles(sums, d, 2 * static_cast<size_t>(channels));
+  }
+  void batchnorm_backward(const float* dy, const float* xhat, const float* gamma, const float* invstd,
+                          const double* sums, double count, int batch, int channels, int spatial,
+                          float* dx) override {
+    const size_t bytes = 2 * sizeof(double) * static_cast<size_t>(channels);
+    auto* d = static_cast<double*>(sums_.get(bytes, stream_));
+    // sums is pageable host memory (the layer's): the copy is staged before return.
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(d, sums, bytes, cudaMemcpyHostToDevice, stream_));
+    cuda::batchnorm_backward(dy, xhat, gamma, invstd, d, count, batch, channels, spatial, dx, stream_);
+  }
+
+  double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+                      int64_t* correct) override {
+    auto* d_labels = static_cast<int32_t*>(labels_.get(sizeof(int32_t) * std::max(rows, 1), stream_));
+    if (rows > 0)
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(d_labels, labels, sizeof(int32_t) * static_cast<size_t>(rows),
+                                        cudaMemcpyHostToDevice, stream_));
+    auto* totals = static_cast<double*>(sums_.get(2 * sizeof(double), stream_));
+    cuda::softmax_xent(logits, d_labels, rows, classes, dlogits, totals, stream_);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(totals_host_, totals, 2 * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (correct) *correct = static_cast<int64_t>(totals_host_[1] + 0.5);
+    return totals_host_[0];
+  }
+
+  double sum_squares(const float* x, size_t count) override {
+    if (count == 0) return 0.0;
+    // cuBLAS's norm (a scaled, overflow-safe sum); the result comes to the host.
+    float norm = 0.0f;
+    TANDEM_CUBLAS_CHECK(cublasSnrm2(blas_, static_cast<int>(count), x, 1, &norm));
+    return static_cast<double>(norm) * norm;
+  }
+  void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
+                float weight_decay, float grad_scale, bool nesterov) override {
+    cuda::sgd_step(param, grad, velocity, count, lr, momentum, weight_decay, grad_scale, nesterov, stream_);
+  }
+
+private:
+  void read_doubles(double* host, const double* device, size_t count) {
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(host, device, count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  int ordinal_;
+  std::string name_;
+  MemoryPool pool_;
+  Scratch labels_, bytes_, sums_, workspace_;
+  cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
+  cudaEvent_t uploaded_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cudnnHandle_t dnn_ = nullptr;
+  std::unique_ptr<CudnnOps> cudnn_;
+  double* totals_host_ = nullptr;  // pinned: the loss and accuracy come back here
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cuda_device(const CudaOptions& options) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0)
+    TANDEM_FAIL_HINT("set device='cpu' (or 'auto', which falls back to the CPU), or run where a GPU is present",
+                     "no CUDA device to run on: ",
+                     err != cudaSuccess ? std::string(cudaGetErrorString(err)) : std::string("none found"));
+  TANDEM_CHECK_HINT(options.ordinal >= 0 && options.ordinal < count, "use fewer ranks per host than GPUs, or fewer ranks",
+                    "GPU ", options.ordinal, " asked for, but this host has ", count);
+  return std::make_unique<CudaDevice>(options);
+}
+
+void* cuda_stream_of(Device& device) {
+  auto* d = dynamic_cast<CudaDevice*>(&device);
+  TANDEM_CHECK(d, "cuda_stream_of() was given the ", device.name(), " device (a bug in tandem)");
+  return d->stream();
+}
+
+int cuda_ordinal_of(Device& device) {
+  auto* d = dynamic_cast<CudaDevice*>(&device);
+  TANDEM_CHECK(d, "cuda_ordinal_of() was given the ", device.name(), " device (a bug in tandem)");
+  return d->ordinal();
+}
+
+}  // namespace tandem
+
+#else
+
+namespace tandem {
+
+std::unique_ptr<Device> make_cuda_device(const CudaOptions&) {
+  TANDEM_FAIL_HINT("set device='cpu' (or 'auto'), or rebuild tandem where CUDA, cuDNN and NCCL are installed",
+                   "this tandem was built without CUDA");
+}
+void* cuda_stream_of(Device& device) { TANDEM_FAIL("no CUDA in this build, asked for the stream of ", device.name()); }
+int cuda_ordinal_of(Device& device) { TANDEM_FAIL("no CUDA in this build, asked about ", device.name()); }
+
+}  // namespace tandem
+
+#endif

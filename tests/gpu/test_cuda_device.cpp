@@ -1,0 +1,196 @@
+// The CUDA device against the CPU device, op by op and model by model: the ops that
+// go to cuBLAS (gemm) and cuDNN (convolution, max pooling), the ones that cross
+// between host and device (the loss with host labels, the batch-norm sums, byte
+// uploads normalised on arrival), the memory pool's accounting, and then whole
+// training steps (forward, loss, backward, SGD) of the MLP, LeNet, LeNet with batch
+// norm and the small ResNet, started from the same weights on both devices. Every
+// comparison's tolerance is scaled by the reference's magnitude; exits 77 without a GPU.
+#include "tests/gpu/gpu_test.hpp"
+
+#if TANDEM_HAVE_CUDA
+#include <memory>
+
+#include "engine/core/cuda_device.hpp"
+#include "engine/core/tensor.hpp"
+#include "engine/data/datasets.hpp"
+#include "engine/data/sampler.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/nn/sgd.hpp"
+#include "engine/script/experiment_loader.hpp"
+#include "engine/train/batch_loader.hpp"
+#include "engine/train/step.hpp"
+
+using namespace tandem;
+using gpu_test::random_floats;
+
+namespace {
+
+// A tensor on `dev` holding `host`.
+Tensor on(Device& dev, const std::vector<float>& host, Shape shape) {
+  Tensor t(dev, std::move(shape));
+  if (!host.empty()) t.from_host(host.data(), host.size());
+  return t;
+}
+
+std::string dims(std::initializer_list<int> d) {
+  std::string s;
+  for (int v : d) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+void check_gemm(Device& gpu) {
+  Device& cpu = cpu_device();
+  for (auto [m, n, k] : {std::tuple{1, 1, 1}, {7, 13, 5}, {64, 256, 784}, {1024, 10, 256}, {33, 65, 0}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int lda = ta ? m : k, ldb = tb ? k : n;
+        const auto a = random_floats(static_cast<size_t>(std::max(1, (ta ? k : m) * lda)), 1);
+        const auto b = random_floats(static_cast<size_t>(std::max(1, (tb ? n : k) * ldb)), 2);
+        const auto c0 = random_floats(static_cast<size_t>(m * n), 3);
+        const int64_t na = static_cast<int64_t>(a.size()), nb = static_cast<int64_t>(b.size());
+        Tensor ac = on(cpu, a, {na}), bc = on(cpu, b, {nb}), cc = on(cpu, c0, {m * n});
+        Tensor ag = on(gpu, a, {na}), bg = on(gpu, b, {nb}), cg = on(gpu, c0, {m * n});
+        cpu.gemm(ta, tb, m, n, k, 1.25f, ac.data(), lda, bc.data(), ldb, 0.5f, cc.data(), n);
+        gpu.gemm(ta, tb, m, n, k, 1.25f, ag.data(), lda, bg.data(), ldb, 0.5f, cg.data(), n);
+        GPU_CHECK_CLOSE("gemm", dims({m, n, k}) + (ta ? " A^T" : "") + (tb ? " B^T" : ""), "C", cg.to_host(),
+                        cc.to_host(), 1e-5);
+      }
+}
+
+void check_conv(Device& gpu) {
+  Device& cpu = cpu_device();
+  for (ConvShape s : {ConvShape{4, 1, 28, 28, 6, 5, 2, 1}, ConvShape{3, 6, 14, 14, 16, 5, 0, 1},
+                      ConvShape{2, 8, 9, 9, 8, 3, 1, 2}, ConvShape{0, 6, 14, 14, 16, 5, 0, 1},
+                      ConvShape{1, 3, 7, 5, 4, 3, 3, 1}}) {
+    const std::string shape = dims({s.batch, s.in_channels, s.height, s.width}) + " -> " +
+                              dims({s.out_channels, s.kernel, s.pad, s.stride});
+    const int64_t nx = int64_t{s.batch} * s.in_channels * s.height * s.width;
+    const int64_t nw = int64_t{s.out_channels} * s.in_channels * s.kernel * s.kernel;
+    const int64_t ny = int64_t{s.batch} * s.out_channels * s.out_h() * s.out_w();
+    const auto x = random_floats(static_cast<size_t>(nx), 4), w = random_floats(static_cast<size_t>(nw), 5);
+    const auto dy = random_floats(static_cast<size_t>(ny), 6);
+    Tensor xc = on(cpu, x, {std::max<int64_t>(nx, 1)}), wc = on(cpu, w, {nw}), dyc = on(cpu, dy, {std::max<int64_t>(ny, 1)});
+    Tensor xg = on(gpu, x, {std::max<int64_t>(nx, 1)}), wg = on(gpu, w, {nw}), dyg = on(gpu, dy, {std::max<int64_t>(ny, 1)});
+    Tensor yc(cpu, {std::max<int64_t>(ny, 1)}), yg(gpu, {std::max<int64_t>(ny, 1)});
+    Tensor dwc(cpu, {nw}), dwg(gpu, {nw}), dxc(cpu, {std::max<int64_t>(nx, 1)}), dxg(gpu, {std::max<int64_t>(nx, 1)});
+    dwg.fill(7.0f);  // must be overwritten, even with no samples
+    cpu.conv2d_forward(s, xc.data(), wc.data(), yc.data());
+    gpu.conv2d_forward(s, xg.data(), wg.data(), yg.data());
+    cpu.conv2d_backward(s, xc.data(), wc.data(), dyc.data(), dwc.data(), dxc.data());
+    gpu.conv2d_backward(s, xg.data(), wg.data(), dyg.data(), dwg.data(), dxg.data());
+    GPU_CHECK_CLOSE("conv2d", shape, "y", yg.to_host(), yc.to_host(), 1e-5);
+    GPU_CHECK_CLOSE("conv2d", shape, "dw", dwg.to_host(), dwc.to_host(), 1e-4);
+    GPU_CHECK_CLOSE("conv2d", shape, "dx", dxg.to_host(), dxc.to_host(), 1e-5);
+  }
+}
+
+void check_maxpool(Device& gpu) {
+  Device& cpu = cpu_device();
+  for (auto [n, c, h, w, k, st] : {std::tuple{4, 6, 28, 28, 2, 2}, {3, 16, 10, 10, 2, 2}, {2, 3, 9, 7, 3, 2}}) {
+    const int oh = (h - k) / st + 1, ow = (w - k) / st + 1;
+    const int64_t nx = int64_t{n} * c * h * w, ny = int64_t{n} * c * oh * ow;
+    const auto x = random_floats(static_cast<size_t>(nx), 7), dy = random_floats(static_cast<size_t>(ny), 8);
+    Tensor xc = on(cpu, x, {nx}), xg = on(gpu, x, {nx}), dyc = on(cpu, dy, {ny}), dyg = on(gpu, dy, {ny});
+    Tensor yc(cpu, {ny}), yg(gpu, {ny}), ac(cpu, {ny}), ag(gpu, {ny}), dxc(cpu, {nx}), dxg(gpu, {nx});
+    auto idx = [](Tensor& t) { return reinterpret_cast<int32_t*>(t.data()); };
+    cpu.maxpool_forward(xc.data(), n, c, h, w, k, st, yc.data(), idx(ac));
+    gpu.maxpool_forward(xg.data(), n, c, h, w, k, st, yg.data(), idx(ag));
+    cpu.fill(dxc.data(), static_cast<size_t>(nx), 0.0f);
+    cpu.maxpool_backward(xc.data(), yc.data(), dyc.data(), idx(ac), n, c, h, w, k, st, dxc.data());
+    gpu.maxpool_backward(xg.data(), yg.data(), dyg.data(), idx(ag), n, c, h, w, k, st, dxg.data());
+    const std::string shape = dims({n, c, h, w}) + " k" + std::to_string(k) + " s" + std::to_string(st);
+    GPU_CHECK_CLOSE("maxpool", shape, "y", yg.to_host(), yc.to_host(), 0.0);
+    GPU_CHECK_CLOSE("maxpool", shape, "dx", dxg.to_host(), dxc.to_host(), 1e-6);
+  }
+}
+
+void check_host_crossings(Device& gpu) {
+  Device& cpu = cpu_device();
+  // The loss takes host labels; the answer comes back to the host.
+  for (int rows : {0, 1, 64, 1000}) {
+    const auto logits = random_floats(static_cast<size_t>(rows) * 10 + 1, 9, -4.0f, 4.0f);
+    std::vector<int32_t> labels(static_cast<size_t>(rows));
+    for (int i = 0; i < rows; ++i) labels[static_cast<size_t>(i)] = (i * 7) % 10;
+    Tensor lc = on(cpu, logits, {rows * 10 + 1}), lg = on(gpu, logits, {rows * 10 + 1});
+    Tensor dc(cpu, {rows * 10 + 1}), dg(gpu, {rows * 10 + 1});
+    int64_t correct_c = -1, correct_g = -2;
+    const double loss_c = cpu.softmax_xent(lc.data(), labels.data(), rows, 10, dc.data(), &correct_c);
+    const double loss_g = gpu.softmax_xent(lg.data(), labels.data(), rows, 10, dg.data(), &correct_g);
+    const std::string shape = std::to_string(rows) + "x10";
+    GPU_CHECK_CLOSE("softmax_xent", shape, "loss", std::vector<double>{loss_g}, std::vector<double>{loss_c}, 1e-6);
+    GPU_CHECK("softmax_xent", shape, "correct", correct_g == correct_c);
+    GPU_CHECK_CLOSE("softmax_xent", shape, "dlogits", dg.to_host(), dc.to_host(), 1e-6);
+  }
+  // Batch-norm sums come back as host doubles.
+  const auto x = random_floats(8 * 5 * 49, 10);
+  Tensor xc = on(cpu, x, {8 * 5 * 49}), xg = on(gpu, x, {8 * 5 * 49});
+  std::vector<double> sc(10), sg(10);
+  cpu.batchnorm_sums(xc.data(), 8, 5, 49, sc.data());
+  gpu.batchnorm_sums(xg.data(), 8, 5, 49, sg.data());
+  GPU_CHECK_CLOSE("batchnorm_sums", "8x5x49", "sums", sg, sc, 1e-9);
+  // Bytes staged in pinned memory, uploaded and normalised on arrival.
+  const size_t n = 3 * 784 + 5;
+  auto* staged = static_cast<uint8_t*>(gpu.allocate_host(n));
+  for (size_t i = 0; i < n; ++i) staged[i] = static_cast<uint8_t>((i * 37) % 256);
+  Tensor yc(cpu, {static_cast<int64_t>(n)}), yg(gpu, {static_cast<int64_t>(n)});
+  cpu.upload_normalized(yc.data(), staged, n, 1.0f / (255.0f * 0.353f), -0.286f / 0.353f);
+  gpu.upload_normalized(yg.data(), staged, n, 1.0f / (255.0f * 0.353f), -0.286f / 0.353f);
+  GPU_CHECK_CLOSE("upload_normalized", std::to_string(n), "values", yg.to_host(), yc.to_host(), 1e-6);
+  gpu.deallocate_host(staged, n);
+  // The pool: a freed tensor's block is reused, and the accounting returns to where it was.
+  const size_t before = gpu.bytes_in_use();
+  { Tensor t(gpu, {1 << 20}); GPU_CHECK("pool", "4 MiB", "in use grows", gpu.bytes_in_use() >= before + (4u << 20)); }
+  GPU_CHECK("pool", "4 MiB", "in use back", gpu.bytes_in_use() == before);
+}
+
+// One training step of a model on both devices from the same weights and batch.
+void check_model(Device& gpu, const std::string& experiment, const std::vector<std::string>& overrides,
+                 const std::string& label, int64_t batch) {
+  ExperimentConfig cfg = load_experiment(experiment, overrides);
+  auto data = make_dataset(cfg.data, true);
+  GlobalSampler sampler(data->size(), batch, cfg.seed);
+  struct Side {
+    Model model;
+    Sgd sgd;
+    TrainStep step;
+    BatchLoader loader;
+    Side(Device& d, const ExperimentConfig& c, const Dataset& data, const GlobalSampler& s)
+        : model(d, c.model, c.seed), sgd(d, model.param_count(), c.optimizer), step(model, sgd), loader(data, s, d) {}
+  };
+  Side c(cpu_device(), cfg, *data, sampler), g(gpu, cfg, *data, sampler);
+  GPU_CHECK_CLOSE(label, "init", "parameters", g.model.params().to_host(), c.model.params().to_host(), 0.0);
+  StepContext ctx;
+  ctx.seed = 99;
+  for (int64_t t = 0; t < 3; ++t) {
+    const std::string shape = "batch " + std::to_string(batch) + " step " + std::to_string(t);
+    const LossResult rc = c.step.compute(c.loader.load(t, 0, batch), c.loader.labels(), ctx);
+    const LossResult rg = g.step.compute(g.loader.load(t, 0, batch), g.loader.labels(), ctx);
+    GPU_CHECK_CLOSE(label, shape, "loss", std::vector<double>{rg.loss_sum}, std::vector<double>{rc.loss_sum}, 1e-4);
+    GPU_CHECK_CLOSE(label, shape, "gradients", g.model.grads().to_host(), c.model.grads().to_host(), 1e-3);
+    c.step.update(batch, cfg.optimizer.lr);
+    g.step.update(batch, cfg.optimizer.lr);
+    GPU_CHECK_CLOSE(label, shape, "parameters", g.model.params().to_host(), c.model.params().to_host(), 1e-4);
+  }
+}
+
+}  // namespace
+
+int main() {
+  return gpu_test::run("cuda device", [](cudaStream_t) {
+    const std::unique_ptr<Device> gpu = make_cuda_device(CudaOptions{});
+    std::printf("device %s\n", gpu->name().c_str());
+    check_gemm(*gpu);
+    check_conv(*gpu);
+    check_maxpool(*gpu);
+    check_host_crossings(*gpu);
+    const std::string root = TANDEM_SOURCE_DIR;
+    check_model(*gpu, root + "/scripts/experiments/quickstart.lua", {"model_args.dropout=0.2"}, "mlp", 64);
+    check_model(*gpu, root + "/scripts/experiments/lenet.lua", {}, "lenet", 32);
+    check_model(*gpu, root + "/scripts/experiments/lenet.lua", {"model_args.batchnorm=true"}, "lenet-bn", 16);
+    check_model(*gpu, root + "/scripts/experiments/resnet.lua", {}, "resnet", 8);
+  });
+}
+
+#else
+int main() { return tandem::gpu_test::skip_without_cuda(); }
+#endif

@@ -49,6 +49,7 @@ public:
     if (count && dst != src) std::memcpy(dst, src, count * sizeof(float));
   }
   void fill(float* dst, size_t count, float value) override {
+    if (count == 0) return;  // dst may be null then, which memset must not get
     if (value == 0.0f)
       std::memset(dst, 0, count * sizeof(float));
     else

@@ -256,6 +256,11 @@ public:
 
   double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
                       int64_t* correct) override {
+    // Checked on the host, as the CPU reference does: the kernel would only count a
+    // bad label as wrong and make the loss NaN.
+    for (int r = 0; r < rows; ++r)
+      TANDEM_CHECK(labels[r] >= 0 && labels[r] < classes, "label ", labels[r], " of row ", r, " is outside [0, ",
+                   classes, ")");
     auto* d_labels = static_cast<int32_t*>(labels_.get(sizeof(int32_t) * std::max(rows, 1), stream_));
     if (rows > 0)
       TANDEM_CUDA_CHECK(cudaMemcpyAsync(d_labels, labels, sizeof(int32_t) * static_cast<size_t>(rows),

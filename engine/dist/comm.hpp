@@ -20,12 +20,42 @@
 
 namespace tandem {
 
+// A sync group's communicator (engine/train/plan.hpp SyncMode::grouped): the ranks
+// of one group, host memory, every wait bounded by the world's deadline.
+class GroupComm {
+public:
+  virtual ~GroupComm() = default;
+  virtual int rank() const = 0;  // within the group
+  virtual int size() const = 0;
+  virtual void allreduce_sum(float* data, size_t count, const char* what) = 0;
+  // From the group's rank 0 to the others.
+  virtual void broadcast(void* data, size_t bytes, const char* what) = 0;
+};
+
+// Point-to-point messages on a channel of their own, apart from the collectives:
+// what workers and the parameter server say to each other. Safe to use from a
+// second thread of a rank (the server runs beside rank 0's worker). Messages have a
+// fixed size per tag; every wait is bounded by the world's deadline.
+class Channel {
+public:
+  static constexpr int kAnySource = -1;
+  virtual ~Channel() = default;
+  virtual void send(int to, int tag, const void* data, size_t bytes, const char* what) = 0;
+  // Waits for a message of `tag` from `from` (or anyone) into data; returns the sender.
+  virtual int receive(int from, int tag, void* data, size_t bytes, const char* what) = 0;
+};
+
 class Comm {
 public:
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;
+
+  // Whether allreduce_sum(float*) and arrive_and_allreduce take device (GPU) memory
+  // (NCCL) rather than host memory (every other transport). A GPU worker on a host
+  // transport stages its gradients through a host buffer.
+  virtual bool device_memory() const { return false; }
 
   // In-place SUM over all ranks. `what` names the collective in errors.
   virtual void allreduce_sum(float* data, size_t count, const char* what) = 0;
@@ -66,6 +96,12 @@ public:
 
   // From rank 0 to all: data of `bytes` (all ranks pass the same size).
   virtual void broadcast(void* data, size_t bytes, const char* what) = 0;
+
+  // The ranks passing the same color form a group (ordered by rank); a collective
+  // over all ranks. Transports without groups (one rank) fail.
+  virtual std::unique_ptr<GroupComm> split(int color, const char* what);
+  // A message channel of its own (a collective over all ranks).
+  virtual std::unique_ptr<Channel> open_channel(const char* what);
 
   // Ends every rank of the job with this message (never returns).
   [[noreturn]] virtual void abort(const std::string& why) = 0;

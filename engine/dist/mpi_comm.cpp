@@ -45,7 +45,16 @@ bool launched_by_mpi() {
 MpiComm::MpiComm(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) check_mpi(MPI_Init(argc, argv), "MPI_Init", "start-up");
+  // Several threads call MPI: the parameter server's thread beside rank 0's worker.
+  if (!initialized) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", "start-up");
+    thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
+  } else {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
+  }
   // Errors come back as codes, so they can be reported with what was being done.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   // Waits sleep in short steps; the kernel's default 50 us timer slack would
@@ -237,6 +246,132 @@ void MpiComm::abort(const std::string& why) {
   spdlog::default_logger()->flush();
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::exit(3);
+}
+
+}  // namespace tandem
+
+namespace tandem {
+
+namespace {
+
+// Waits for one request with the same yield-then-sleep polling as the collectives,
+// touching no MpiComm state: group and channel waits may run on another thread.
+// Past the deadline, on_deadline() says what is missing and the job ends.
+void poll_request(MPI_Request& request, MPI_Status* status, double timeout_s, const char* what,
+                  const std::function<void()>& on_deadline) {
+  const double start = now_ms(), deadline = start + timeout_s * 1000.0;
+  int sleep_us = kFirstSleepUs;
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, status), "MPI_Test", what);
+    if (done) return;
+    const double now = now_ms();
+    if (now > deadline) on_deadline();
+    if (now - start < kYieldMs) {
+      sched_yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min(sleep_us * 2, kMaxSleepUs);
+  }
+}
+
+class MpiGroupComm final : public GroupComm {
+public:
+  MpiGroupComm(MpiComm& world, MPI_Comm comm, int color) : world_(world), comm_(comm), color_(color) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiGroupComm() override { MPI_Comm_free(&comm_); }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduce_sum(float* data, size_t count, const char* what) override {
+    for (size_t done = 0; done < count;) {
+      const size_t n = std::min<size_t>(count - done, INT_MAX);
+      MPI_Request r = MPI_REQUEST_NULL;
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &r),
+                "MPI_Iallreduce", what);
+      wait(r, what);
+      done += n;
+    }
+  }
+  void broadcast(void* data, size_t bytes, const char* what) override {
+    TANDEM_CHECK(bytes <= static_cast<size_t>(INT_MAX), "broadcast of ", bytes, " bytes in ", what, " is too large");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm_, &r), "MPI_Ibcast", what);
+    wait(r, what);
+  }
+
+private:
+  void wait(MPI_Request& r, const char* what) {
+    poll_request(r, MPI_STATUS_IGNORE, world_.timeout_s(), what, [&] {
+      world_.abort(fmt::format("{} in sync group {} did not complete within {:.0f} s (collective_timeout_s): a "
+                               "rank of the group is stuck, dead or far slower",
+                               what, color_, world_.timeout_s()));
+    });
+  }
+  MpiComm& world_;
+  MPI_Comm comm_;
+  int color_, rank_ = 0, size_ = 1;
+};
+
+class MpiChannel final : public Channel {
+public:
+  MpiChannel(MpiComm& world, MPI_Comm comm) : world_(world), comm_(comm) {}
+  ~MpiChannel() override { MPI_Comm_free(&comm_); }
+  void send(int to, int tag, const void* data, size_t bytes, const char* what) override {
+    TANDEM_CHECK(bytes <= static_cast<size_t>(INT_MAX), "message of ", bytes, " bytes in ", what, " is too large");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag, comm_, &r), "MPI_Isend", what);
+    poll_request(r, MPI_STATUS_IGNORE, world_.timeout_s(), what, [&] {
+      world_.abort(fmt::format("{}: rank {} did not take the message within {:.0f} s (collective_timeout_s); it is "
+                               "stuck, dead or far slower", what, to, world_.timeout_s()));
+    });
+  }
+  int receive(int from, int tag, void* data, size_t bytes, const char* what) override {
+    TANDEM_CHECK(bytes <= static_cast<size_t>(INT_MAX), "message of ", bytes, " bytes in ", what, " is too large");
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Status status;
+    check_mpi(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from == kAnySource ? MPI_ANY_SOURCE : from, tag,
+                        comm_, &r),
+              "MPI_Irecv", what);
+    poll_request(r, &status, world_.timeout_s(), what, [&] {
+      world_.abort(fmt::format("{}: nothing came from {} within {:.0f} s (collective_timeout_s); the sender is "
+                               "stuck, dead or far slower",
+                               what, from == kAnySource ? std::string("any rank") : "rank " + std::to_string(from),
+                               world_.timeout_s()));
+    });
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    TANDEM_CHECK(static_cast<size_t>(got) == bytes, what, ": a message of ", got, " bytes where ", bytes,
+                 " were expected (ranks running different tandem builds or experiments?)");
+    return status.MPI_SOURCE;
+  }
+
+private:
+  MpiComm& world_;
+  MPI_Comm comm_;
+};
+
+}  // namespace
+
+std::unique_ptr<GroupComm> MpiComm::split(int color, const char* what) {
+  // MPI_Comm_split cannot be bounded: a barrier with a deadline first makes sure
+  // every rank is there, so the split itself cannot hang on a missing one.
+  barrier(what);
+  MPI_Comm group = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, rank_, &group), "MPI_Comm_split", what);
+  return std::make_unique<MpiGroupComm>(*this, group, color);
+}
+
+std::unique_ptr<Channel> MpiComm::open_channel(const char* what) {
+  TANDEM_CHECK_HINT(thread_multiple_, "use an MPI built with thread support (Debian's OpenMPI has it)",
+                    "MPI does not provide MPI_THREAD_MULTIPLE, which the parameter server's thread needs (", what, ")");
+  barrier(what);
+  MPI_Comm channel = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &channel), "MPI_Comm_dup", what);
+  MPI_Comm_set_errhandler(channel, MPI_ERRORS_RETURN);
+  return std::make_unique<MpiChannel>(*this, channel);
 }
 
 }  // namespace tandem

@@ -30,6 +30,8 @@ public:
   // With shared memory, the arrival is the shared all-reduce's first barrier.
   void arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what) override;
   void broadcast(void* data, size_t bytes, const char* what) override;
+  std::unique_ptr<GroupComm> split(int color, const char* what) override;
+  std::unique_ptr<Channel> open_channel(const char* what) override;
   [[noreturn]] void abort(const std::string& why) override;
 
 private:
@@ -49,6 +51,7 @@ private:
   ShmAllreduce::Wait shm_wait(const char* what);
 
   int rank_ = 0, size_ = 1;
+  bool thread_multiple_ = false;
   MPI_Comm node_ = MPI_COMM_NULL;       // the ranks on this host
   std::unique_ptr<ShmAllreduce> shm_;  // when every rank is on this host
   std::vector<MPI_Request> requests_;

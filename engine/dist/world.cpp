@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "engine/core/clock.hpp"
+#include "engine/core/error.hpp"
 #include "engine/dist/local_comm.hpp"
 #include "engine/dist/mpi_comm.hpp"
 
@@ -14,6 +15,15 @@ void Comm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, cons
   *idle_ms = now_ms() - start;
   allreduce_sum(data, count, what);
   sync_end_ms_ = now_ms();
+}
+
+std::unique_ptr<GroupComm> Comm::split(int, const char* what) {
+  TANDEM_FAIL("the ", name(), " transport has no sync groups (", what, "): grouped modes need several ranks over MPI");
+}
+
+std::unique_ptr<Channel> Comm::open_channel(const char* what) {
+  TANDEM_FAIL("the ", name(), " transport has no message channel (", what,
+              "): the parameter server needs several ranks over MPI");
 }
 
 std::unique_ptr<Comm> make_world_comm(int* argc, char*** argv) {

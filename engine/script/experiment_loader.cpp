@@ -236,6 +236,9 @@ ExperimentConfig to_config(json& j) {
   c.eval_batch = get<int64_t>(j, "eval_batch");
   c.seed = get<uint64_t>(j, "seed");
   c.blas_threads = get<int>(j, "blas_threads");
+  c.device.kind = get<std::string>(j, "device");
+  c.device.per_worker = get_list<std::string>(j, "devices");
+  c.device.tf32 = get<bool>(j, "tf32");
   c.log_level = get<std::string>(j, "log_level");
   c.out_dir = get<std::string>(j, "out_dir");
   c.save_params = get<bool>(j, "save_params");
@@ -245,6 +248,13 @@ ExperimentConfig to_config(json& j) {
   const json& plan = field(j, "plan", "");
   c.plan.kind = get<std::string>(plan, "kind", "plan.");
   c.plan.batches = get_list<int64_t>(plan, "batches");
+  const json& sync = field(j, "sync", "");
+  c.plan.sync.mode = get<std::string>(sync, "mode", "sync.");
+  c.plan.sync.groups = get_list<int64_t>(sync, "groups");
+  c.plan.sync.k = get<int>(sync, "k", "sync.");
+  c.plan.sync.local_steps = get<int>(sync, "local_steps", "sync.");
+  c.plan.sync.staleness = get<int>(sync, "staleness", "sync.");
+  c.plan.sync.sync_every = get<int>(sync, "sync_every", "sync.");
   c.emulation = to_emulation(field(j, "emulation", ""));
 
   const json& pol = field(j, "policy", "");

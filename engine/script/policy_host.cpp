@@ -53,6 +53,17 @@ PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
   return c;
 }
 
+std::string plan_problem(const PolicyAnswer& answer, const PolicyCluster& c) {
+  std::string problem = plan_problem(answer.local_batch, c);
+  if (!problem.empty()) return problem;
+  try {
+    Plan{answer.local_batch, answer.sync}.validate(c.workers, c.global_batch);
+  } catch (const std::exception& e) {
+    return first_line(e.what());
+  }
+  return "";
+}
+
 std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c) {
   if (static_cast<int>(b.size()) != c.workers)
     return fmt::format("{} local batches for {} workers", b.size(), c.workers);
@@ -126,13 +137,13 @@ std::future<SwapResult> PolicyHost::swap(const std::string& path) {
   return swaps_.back().second.get_future();
 }
 
-void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats) {
+void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats, const ClusterStats& cluster) {
   std::vector<int64_t> in_force;
   for (const WorkerStats& w : stats) in_force.push_back(w.local_batch);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (hung_ || in_flight_) return;  // a hung thread takes nothing more; one call at a time
-    job_ = Job{iteration, stats, std::move(in_force)};
+    job_ = Job{iteration, stats, std::move(in_force), cluster};
     in_flight_ = true;
     has_result_ = false;
     started_ms_ = now_ms();
@@ -247,7 +258,7 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
   }
   PolicyAnswer answer;
   try {
-    answer = sandbox_->step(job.iteration, cluster_.global_batch, job.stats);
+    answer = sandbox_->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
   } catch (const PolicyFailure& f) {
     d.report.cost_ms += sandbox_->last_call_ms();
     count_failure(f.kind_name(), f.what(), d);
@@ -255,7 +266,7 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
   }
   d.report.cost_ms += sandbox_->last_call_ms();
   if (!answer.keep) {
-    const std::string problem = plan_problem(answer.local_batch, cluster_);
+    const std::string problem = plan_problem(answer, cluster_);
     if (!problem.empty()) {
       count_failure("rejected", "policy " + name_ + " returned an invalid plan: " + problem, d);
       return;
@@ -263,13 +274,12 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
   }
   failures_ = 0;
   if (d.report.event == "idle") d.report.reason = answer.reason;  // else: a failed swap's reason
-  if (answer.keep || answer.local_batch == job.in_force) {
+  if (answer.keep || (answer.local_batch == job.in_force && answer.sync == sync_in_force_)) {
     if (d.report.event == "idle") d.report.event = "keep";
     return;
   }
   if (d.report.event == "idle") d.report.event = "plan";
-  d.report.plan = answer.local_batch;
-  d.plan = Plan{answer.local_batch};
+  adopt(answer, d);
 }
 
 void PolicyHost::count_failure(const std::string& kind, const std::string& message, Decision& d) {
@@ -307,10 +317,10 @@ SwapResult PolicyHost::try_swap(const std::string& path, const Job& job, Decisio
     stage = "handing over state";
     if (!disabled_) sandbox_->hand_state_to(*next);
     stage = "dry run";
-    for (const Job& past : window_) next->observe(past.iteration, cluster_.global_batch, past.stats);
-    answer = next->step(job.iteration, cluster_.global_batch, job.stats);
+    for (const Job& past : window_) next->observe(past.iteration, cluster_.global_batch, past.stats, past.cluster);
+    answer = next->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
     if (!answer.keep) {
-      const std::string problem = plan_problem(answer.local_batch, cluster_);
+      const std::string problem = plan_problem(answer, cluster_);
       if (!problem.empty()) throw PolicyFailure(PolicyFailure::Garbage, "the dry run returned an invalid plan: " + problem);
     }
   } catch (const PolicyFailure& f) {
@@ -344,11 +354,15 @@ SwapResult PolicyHost::try_swap(const std::string& path, const Job& job, Decisio
   d.report.event = "swapped";
   d.report.policy = name_;
   d.report.reason = answer.reason.empty() ? r.message : answer.reason;
-  if (!answer.keep && answer.local_batch != job.in_force) {
-    d.report.plan = answer.local_batch;
-    d.plan = Plan{answer.local_batch};
-  }
+  if (!answer.keep && (answer.local_batch != job.in_force || answer.sync != sync_in_force_)) adopt(answer, d);
   return r;
+}
+
+void PolicyHost::adopt(const PolicyAnswer& answer, Decision& d) {
+  d.report.plan = answer.local_batch;
+  d.report.sync = answer.sync.str();
+  d.plan = Plan{answer.local_batch, answer.sync};
+  sync_in_force_ = answer.sync;  // the trainer runs every plan it is given
 }
 
 }  // namespace tandem

@@ -49,8 +49,10 @@ PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers);
 // its traceback. Throws tandem::Error.
 void check_policy(const ExperimentConfig& cfg, int workers);
 
-// Empty when valid, else why not.
+// Empty when valid, else why not: the local batches against the cluster's bounds,
+// and (for a whole answer) the sync mode's settings.
 std::string plan_problem(const std::vector<int64_t>& local_batch, const PolicyCluster& cluster);
+std::string plan_problem(const PolicyAnswer& answer, const PolicyCluster& cluster);
 
 class PolicyHost : public PlanPolicy {
 public:
@@ -59,7 +61,8 @@ public:
   PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster);
   ~PolicyHost() override;
 
-  void submit(int64_t iteration, const std::vector<WorkerStats>& stats) override;
+  void submit(int64_t iteration, const std::vector<WorkerStats>& stats,
+              const ClusterStats& cluster = ClusterStats{}) override;
   std::optional<Plan> collect(PolicyReport& report) override;
 
   // Swap in the policy at `path` (the REPL's entry): done at the next submit, on
@@ -80,6 +83,7 @@ private:
     int64_t iteration = -1;
     std::vector<WorkerStats> stats;
     std::vector<int64_t> in_force;  // the local batches the stats were measured under
+    ClusterStats cluster;
   };
   struct Decision {
     std::optional<Plan> plan;
@@ -91,6 +95,8 @@ private:
   void step_current(const Job& job, Decision& d);
   SwapResult try_swap(const std::string& path, const Job& job, Decision& d);
   void count_failure(const std::string& kind, const std::string& message, Decision& d);
+  // A new plan from an answer: into the decision, and remembered as in force.
+  void adopt(const PolicyAnswer& answer, Decision& d);
   bool file_changed();
 
   PolicyConfig cfg_;
@@ -98,6 +104,7 @@ private:
   PolicyLimits limits_;
   std::unique_ptr<PolicySandbox> sandbox_;  // touched by the policy thread only, after start
   std::deque<Job> window_;                  // recent stats, for a new policy's dry run
+  SyncPlan sync_in_force_;                  // the sync mode of the last plan sent (bsp at first)
   int failures_ = 0;                        // in a row
   bool disabled_ = false;
   int64_t file_mtime_ns_ = 0, file_size_ = -1;

@@ -171,6 +171,7 @@ int build_cluster(lua_State* L) {
 struct StatsArgs {
   int64_t iteration, global_batch;
   const std::vector<WorkerStats>* stats;
+  const ClusterStats* cluster;
   const std::vector<std::string>* devices;
   int history_ref, history_len;
 };
@@ -183,7 +184,7 @@ int build_stats(lua_State* L) {
   lua_createtable(L, static_cast<int>(s.size()), 0);  // workers
   for (size_t i = 0; i < s.size(); ++i) {
     const WorkerStats& w = s[i];
-    lua_createtable(L, 0, 11);
+    lua_createtable(L, 0, 16);
     set_number(L, "rank", static_cast<double>(i));
     if (i < a.devices->size()) {
       lua_pushstring(L, (*a.devices)[i].c_str());
@@ -198,6 +199,11 @@ int build_stats(lua_State* L) {
     set_number(L, "step_ms", w.step_ms);
     set_number(L, "samples_per_s", w.samples_per_s);
     set_number(L, "memory_mb", w.memory_mb);
+    set_number(L, "steps", static_cast<double>(w.steps));
+    set_number(L, "grad_sq", w.grad_sq);
+    set_number(L, "staleness", w.staleness);
+    set_number(L, "pushes", static_cast<double>(w.pushes));
+    set_number(L, "group", w.group + 1);
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
   const int workers = lua_gettop(L);
@@ -221,9 +227,17 @@ int build_stats(lua_State* L) {
   lua_setfield(L, -2, "workers");
   lua_rawseti(L, history, n + 1);
 
-  lua_createtable(L, 0, 4);  // stats
+  lua_createtable(L, 0, 10);  // stats
   set_number(L, "iteration", static_cast<double>(a.iteration));
   set_number(L, "global_batch", static_cast<double>(a.global_batch));
+  const ClusterStats& c = *a.cluster;
+  lua_pushstring(L, sync_mode_name(static_cast<SyncMode>(c.sync_mode)));
+  lua_setfield(L, -2, "mode");
+  if (c.global_grad_sq >= 0) set_number(L, "global_grad_sq", c.global_grad_sq);
+  set_number(L, "iterations", c.iterations);
+  set_number(L, "updates", static_cast<double>(c.updates));
+  set_number(L, "dropped", static_cast<double>(c.dropped));
+  set_number(L, "server_busy_ms", c.server_busy_ms);
   lua_pushvalue(L, workers);
   lua_setfield(L, -2, "workers");
   lua_pushvalue(L, history);
@@ -413,15 +427,17 @@ void PolicySandbox::init(const PolicyCluster& cluster) {
   call("init", 1, 0, "calling init(cluster) of policy " + path_);
 }
 
-void PolicySandbox::observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats) {
-  StatsArgs args{iteration, global_batch, &stats, &devices_, history_ref_, history_len_};
+void PolicySandbox::observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
+                            const ClusterStats& cluster) {
+  StatsArgs args{iteration, global_batch, &stats, &cluster, &devices_, history_ref_, history_len_};
   lua_pushcfunction(L_, build_stats);
   lua_pushlightuserdata(L_, &args);
   call(nullptr, 1, 0, "recording the stats for policy " + path_);
 }
 
-PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats) {
-  StatsArgs args{iteration, global_batch, &stats, &devices_, history_ref_, history_len_};
+PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
+                                 const ClusterStats& cluster) {
+  StatsArgs args{iteration, global_batch, &stats, &cluster, &devices_, history_ref_, history_len_};
   const double start = now_ms();
   lua_pushcfunction(L_, build_stats);
   lua_pushlightuserdata(L_, &args);
@@ -472,8 +488,71 @@ PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const 
                     ", not a finite integer");
     answer.local_batch[static_cast<size_t>(i - 1)] = static_cast<int64_t>(v);
   }
+  lua_pop(L_, 1);
+  read_sync(ans, garbage, answer.sync);
   answer.keep = false;
   return answer;
+}
+
+// The sync-mode fields of a plan table, all optional: mode (bsp when absent: a plan
+// without a mode is a bsp plan, so the batch-only policies stay bsp policies),
+// groups (one 1-based group per worker), k, local_steps, staleness, sync_every.
+// Raw reads only; the combination is checked by Plan::validate in the host.
+template <typename Garbage>
+void PolicySandbox::read_sync(int ans, const Garbage& garbage, SyncPlan& sync) {
+  lua_pushstring(L_, "mode");
+  lua_rawget(L_, ans);
+  if (!lua_isnil(L_, -1)) {
+    const std::string mode = lua_type(L_, -1) == LUA_TSTRING ? lua_tostring(L_, -1) : lua_value_text(L_, -1);
+    lua_pop(L_, 1);
+    if (!parse_sync_mode(mode, &sync.mode))
+      throw garbage("returned mode " + mode + ", not one of 'bsp', 'grouped', 'ksync', 'local'");
+  } else {
+    lua_pop(L_, 1);
+  }
+  auto integer = [&](const char* key, int* out) {
+    lua_pushstring(L_, key);
+    lua_rawget(L_, ans);
+    if (!lua_isnil(L_, -1)) {
+      const bool number = lua_type(L_, -1) == LUA_TNUMBER;
+      const double v = number ? lua_tonumber(L_, -1) : 0.0;
+      const std::string text = lua_value_text(L_, -1);
+      lua_pop(L_, 1);
+      if (!number || !std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 1e9)
+        throw garbage("returned " + std::string(key) + " = " + text + ", not an integer");
+      *out = static_cast<int>(v);
+    } else {
+      lua_pop(L_, 1);
+    }
+  };
+  integer("k", &sync.k);
+  integer("local_steps", &sync.local_steps);
+  integer("staleness", &sync.staleness);
+  integer("sync_every", &sync.sync_every);
+  if (sync.mode == SyncMode::ksync && sync.k == 0) sync.k = workers_;
+  lua_pushstring(L_, "groups");
+  lua_rawget(L_, ans);
+  if (lua_istable(L_, -1)) {
+    const int list = lua_gettop(L_);
+    const int n = static_cast<int>(lua_objlen(L_, list));
+    if (n != workers_)
+      throw garbage("returned " + std::to_string(n) + " groups for " + std::to_string(workers_) + " workers");
+    for (int i = 1; i <= n; ++i) {
+      lua_rawgeti(L_, list, i);
+      const bool number = lua_type(L_, -1) == LUA_TNUMBER;
+      const double v = number ? lua_tonumber(L_, -1) : 0.0;
+      lua_pop(L_, 1);
+      if (!number || v != std::floor(v) || v < 1 || v > workers_)
+        throw garbage("put worker " + std::to_string(i - 1) + " in group " + std::to_string(v) + ", not 1.." +
+                      std::to_string(workers_));
+      sync.group.push_back(static_cast<int>(v) - 1);
+    }
+  } else if (!lua_isnil(L_, -1)) {
+    throw garbage("returned groups = " + lua_value_text(L_, -1) + ", not a list of group numbers");
+  }
+  lua_pop(L_, 1);
+  if (sync.mode == SyncMode::grouped && sync.group.empty()) sync.group.assign(static_cast<size_t>(workers_), 0);
+  if (sync.mode != SyncMode::grouped) sync.group.clear();
 }
 
 bool PolicySandbox::hand_state_to(PolicySandbox& next) {

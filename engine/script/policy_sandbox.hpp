@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/train/plan.hpp"
 #include "engine/train/worker_stats.hpp"
 
 namespace tandem {
@@ -52,6 +53,7 @@ struct PolicyCluster {
 struct PolicyAnswer {
   bool keep = true;  // nil: keep the plan
   std::vector<int64_t> local_batch;
+  SyncPlan sync;     // from mode, groups, k, local_steps, staleness, sync_every (bsp when no mode)
   std::string reason;
 };
 
@@ -84,10 +86,12 @@ public:
   // step(stats) for iteration `iteration`'s stats (by rank), after appending them
   // to the history window. Throws PolicyFailure; a plan-shaped answer comes back
   // unvalidated against bounds (the host checks those).
-  PolicyAnswer step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats);
+  PolicyAnswer step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
+                    const ClusterStats& cluster = ClusterStats{});
   // Appends the stats to the history window without calling step (a dry run's
   // new policy sees the same window as the old one did).
-  void observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats);
+  void observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
+               const ClusterStats& cluster = ClusterStats{});
   // next.restore(this.save()), when this has save and next has restore; the state
   // is copied value by value (plain data only). Returns false when either is missing.
   bool hand_state_to(PolicySandbox& next);
@@ -101,6 +105,9 @@ public:
 private:
   struct Allocator;
   void call(const char* function, int nargs, int nresults, const std::string& what);
+  // The plan table's sync-mode fields (at stack index ans) into sync.
+  template <typename Garbage>
+  void read_sync(int ans, const Garbage& garbage, SyncPlan& sync);
 
   std::string path_;
   PolicyLimits limits_;

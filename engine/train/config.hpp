@@ -101,6 +101,15 @@ struct PlanConfig {
   // every iteration: for testing that any split trains the same)
   std::string kind = "equal";
   std::vector<int64_t> batches;  // fixed: one local batch per rank, summing to global_batch
+  // How workers synchronise when no policy says otherwise (plan.hpp SyncPlan).
+  struct Sync {
+    std::string mode = "bsp";     // bsp | grouped | ksync | local
+    std::vector<int64_t> groups;  // grouped: 1-based group per rank (empty: one group)
+    int k = 0;                    // ksync: 0 = every worker
+    int local_steps = 4;          // local: H
+    int staleness = 1;            // grouped: S
+    int sync_every = 10;          // grouped, ksync: global batches between meetings
+  } sync;
 };
 
 // A Lua policy that re-decides the plan every iteration (engine/script/policy_host.hpp).
@@ -114,6 +123,13 @@ struct PolicyConfig {
   bool watch = true;               // reload the policy when its file changes
   int64_t min_batch = 0;                // every worker's lower bound
   std::vector<int64_t> max_batch;       // per worker upper bound (its memory cap); default B
+};
+
+// Where workers compute (engine/train/device_choice.hpp).
+struct DeviceConfig {
+  std::string kind = "auto";            // cpu | cuda | auto (cuda where a GPU is present)
+  std::vector<std::string> per_worker;  // one kind per rank, overriding kind (mixed clusters)
+  bool tf32 = false;                    // cuda: TF32 tensor cores for float32 GEMMs and convolutions
 };
 
 struct ExperimentConfig {
@@ -135,6 +151,7 @@ struct ExperimentConfig {
   PolicyConfig policy;
   double collective_timeout_s = 300.0;  // a collective not done by then aborts the run, naming the missing ranks
   int blas_threads = 1;
+  DeviceConfig device;
   std::string log_level = "info";
   std::string out_dir;         // empty: runs/<name>-<timestamp>
   bool save_params = false;    // write the final parameters to <run dir>/params.f32

@@ -24,12 +24,99 @@ void Plan::validate(int world_size, int64_t global_batch_size) const {
                       " a negative batch");
   TANDEM_CHECK_HINT(global_batch() == global_batch_size, "make the local batches add up to global_batch", "plan ",
                     str(), " sums to ", global_batch(), ", not the global batch ", global_batch_size);
+  const int n = world_size;
+  switch (sync.mode) {
+    case SyncMode::bsp:
+      break;
+    case SyncMode::grouped: {
+      TANDEM_CHECK_HINT(static_cast<int>(sync.group.size()) == n, "give one group per worker (groups = {1, 1, 2, ...})",
+                        "plan ", str(), " has ", sync.group.size(), " group entries for ", n, " workers");
+      const int g = sync.groups();
+      std::vector<int64_t> batch(static_cast<size_t>(g), 0);
+      std::vector<int> members(static_cast<size_t>(g), 0);
+      for (int r = 0; r < n; ++r) {
+        const int grp = sync.group[static_cast<size_t>(r)];
+        TANDEM_CHECK_HINT(grp >= 0 && grp < n, "number groups 1..G (0..G-1 in C++)", "plan ", str(), " puts rank ", r,
+                          " in group ", grp);
+        ++members[static_cast<size_t>(grp)];
+        batch[static_cast<size_t>(grp)] += local_batch[static_cast<size_t>(r)];
+      }
+      for (int i = 0; i < g; ++i) {
+        TANDEM_CHECK_HINT(members[static_cast<size_t>(i)] > 0, "number the groups without gaps", "plan ", str(),
+                          " has no worker in group ", i);
+        TANDEM_CHECK_HINT(batch[static_cast<size_t>(i)] > 0, "give every group some samples", "plan ", str(),
+                          " gives group ", i, " no samples: its updates would carry nothing");
+      }
+      TANDEM_CHECK_HINT(sync.staleness >= 0, "set staleness >= 0", "plan ", str(), " has a negative staleness bound");
+      break;
+    }
+    case SyncMode::ksync:
+      TANDEM_CHECK_HINT(sync.k >= 1 && sync.k <= n, "set k between 1 and the number of workers", "plan ", str(),
+                        " waits for ", sync.k, " of ", n, " workers");
+      for (int r = 0; r < n; ++r)
+        TANDEM_CHECK_HINT(local_batch[static_cast<size_t>(r)] > 0, "give every worker samples in ksync mode", "plan ",
+                          str(), " gives rank ", r, " no samples: its gradient would count as one of the k");
+      break;
+    case SyncMode::local:
+      TANDEM_CHECK_HINT(sync.local_steps >= 1, "set local_steps (H) >= 1", "plan ", str(), " averages every ",
+                        sync.local_steps, " iterations");
+      break;
+  }
+  if (sync.mode == SyncMode::grouped || sync.mode == SyncMode::ksync)
+    TANDEM_CHECK_HINT(sync.sync_every >= 1, "set sync_every >= 1", "plan ", str(), " meets every ", sync.sync_every,
+                      " global batches");
 }
 
 std::string Plan::str() const {
   std::string s = "[";
   for (size_t i = 0; i < local_batch.size(); ++i) s += (i ? ", " : "") + std::to_string(local_batch[i]);
-  return s + "]";
+  s += "]";
+  if (sync.mode != SyncMode::bsp) s += " " + sync.str();
+  return s;
+}
+
+const char* sync_mode_name(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::bsp: return "bsp";
+    case SyncMode::grouped: return "grouped";
+    case SyncMode::ksync: return "ksync";
+    case SyncMode::local: return "local";
+  }
+  return "?";
+}
+
+bool parse_sync_mode(const std::string& name, SyncMode* mode) {
+  for (SyncMode m : {SyncMode::bsp, SyncMode::grouped, SyncMode::ksync, SyncMode::local})
+    if (name == sync_mode_name(m)) {
+      *mode = m;
+      return true;
+    }
+  return false;
+}
+
+int SyncPlan::groups() const {
+  if (mode != SyncMode::grouped || group.empty()) return 1;
+  return *std::max_element(group.begin(), group.end()) + 1;
+}
+
+std::string SyncPlan::str() const {
+  std::string s = sync_mode_name(mode);
+  switch (mode) {
+    case SyncMode::bsp:
+      break;
+    case SyncMode::grouped:
+      s += " [";
+      for (size_t i = 0; i < group.size(); ++i) s += (i ? ", " : "") + std::to_string(group[i]);
+      s += "] S=" + std::to_string(staleness) + " every " + std::to_string(sync_every);
+      break;
+    case SyncMode::ksync:
+      s += " k=" + std::to_string(k) + " every " + std::to_string(sync_every);
+      break;
+    case SyncMode::local:
+      s += " H=" + std::to_string(local_steps);
+      break;
+  }
+  return s;
 }
 
 Plan Plan::equal(int world_size, int64_t global_batch_size) {

@@ -9,14 +9,48 @@
 
 namespace tandem {
 
+// How the workers synchronise (engine/train/sync_modes.hpp has the why of each):
+//   bsp      every worker's gradient is all-reduced every iteration (the default);
+//   grouped  groups all-reduce inside and push their summed update to a parameter
+//            server asynchronously (one group = bsp, one worker a group = ASGD);
+//   ksync    the server applies an update once the first k workers' gradients for
+//            its current version are in; later ones are dropped;
+//   local    local SGD: every worker steps alone, models averaged every H iterations.
+enum class SyncMode : int { bsp = 0, grouped = 1, ksync = 2, local = 3 };
+const char* sync_mode_name(SyncMode mode);
+// The mode named `name`, or false when there is none.
+bool parse_sync_mode(const std::string& name, SyncMode* mode);
+
+struct SyncPlan {
+  SyncMode mode = SyncMode::bsp;
+  std::vector<int> group;  // grouped: each rank's group, 0..G-1, every group non-empty
+  int k = 0;               // ksync: how many workers' gradients make an update (1..N)
+  int local_steps = 1;     // local: H, iterations between model averages
+  int staleness = 1;       // grouped: S, server versions a computing group's weights may
+                           // fall behind before faster groups wait for it
+  int sync_every = 10;     // grouped, ksync: global batches' worth of updates between
+                           // the points where every worker meets (evaluations, plan
+                           // changes, the policy's next look)
+
+  int groups() const;  // G (1 unless grouped)
+  bool operator==(const SyncPlan& o) const {
+    return mode == o.mode && group == o.group && k == o.k && local_steps == o.local_steps &&
+           staleness == o.staleness && sync_every == o.sync_every;
+  }
+  bool operator!=(const SyncPlan& o) const { return !(*this == o); }
+  std::string str() const;  // "bsp", "grouped [0, 0, 1, 1] S=1", "ksync k=3", "local H=4"
+};
+
 struct Plan {
   std::vector<int64_t> local_batch;  // one per rank
+  SyncPlan sync;
 
   int64_t global_batch() const;
   int64_t offset(int rank) const;  // first position of rank's slice
-  // Throws a tandem::Error naming what is wrong (sizes, negatives, the sum).
+  // Throws a tandem::Error naming what is wrong (sizes, negatives, the sum, the
+  // sync mode's settings).
   void validate(int world_size, int64_t global_batch) const;
-  std::string str() const;  // "[1, 3, 40, 84]"
+  std::string str() const;  // "[1, 3, 40, 84]", then the sync mode unless bsp
 
   // B split as evenly as possible; the first B mod N ranks take one more.
   static Plan equal(int world_size, int64_t global_batch);

@@ -36,6 +36,7 @@ struct PolicyReport {
   double cost_ms = 0.0;         // time spent inside the policy's Lua calls
   double wait_ms = 0.0;         // time the training loop waited for the decision
   std::vector<int64_t> plan;    // the new plan, for event plan / swapped
+  std::string sync;             // its sync mode (SyncPlan::str()), with the plan
   int64_t applies_from = -1;    // the first iteration that runs it (set by the trainer)
 };
 
@@ -44,7 +45,8 @@ public:
   virtual ~PlanPolicy() = default;
   // Iteration t's stats (by rank; their local batches are the plan they ran);
   // returns at once, the policy decides in the background.
-  virtual void submit(int64_t iteration, const std::vector<WorkerStats>& stats) = 0;
+  virtual void submit(int64_t iteration, const std::vector<WorkerStats>& stats,
+                      const ClusterStats& cluster = ClusterStats{}) = 0;
   // The decision on the last submit: a validated plan, or nothing (keep the plan).
   // Waits for a call in flight up to its budget; never longer.
   virtual std::optional<Plan> collect(PolicyReport& report) = 0;

@@ -30,6 +30,25 @@ struct WorkerStats {
   int64_t correct = 0;
   double memory_mb = 0.0;   // device memory held by tensors
   double speed = 1.0;       // emulated speed multiplier this iteration (1 without emulation)
+  // Relaxed synchronisation (plan.hpp SyncMode). Outside bsp, stats reach rank 0 at
+  // the points where all workers meet, and cover every iteration since the last:
+  // the times above are then means per iteration.
+  int64_t steps = 1;        // iterations these stats cover on this rank
+  double grad_sq = 0.0;     // |g / b|^2: squared norm of this rank's mean gradient (bsp, local)
+  double staleness = 0.0;   // mean server versions its updates were behind (grouped, ksync)
+  int64_t pushes = 0;       // gradients it sent to the parameter server
+  int32_t group = 0;        // the group it ran in (0-based)
+  int32_t sync_mode = 0;    // the SyncMode it ran under
+};
+
+// What the policy gets about the whole cluster next to the per-worker stats.
+struct ClusterStats {
+  int32_t sync_mode = 0;        // SyncMode the stats were measured under
+  double global_grad_sq = -1.0; // bsp: |G / B|^2 of the global mean gradient; < 0: not measured
+  double iterations = 1.0;      // global batches' worth of training these stats cover
+  int64_t updates = 0;          // server updates applied since the last stats
+  int64_t dropped = 0;          // gradients the server dropped since the last stats (ksync)
+  double server_busy_ms = 0.0;  // time the server spent applying them
 };
 
 static_assert(std::is_trivially_copyable_v<WorkerStats>, "WorkerStats travels as bytes");

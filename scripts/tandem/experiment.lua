@@ -71,6 +71,13 @@ M.schema = record {
   eval_batch = integer(1000, { min = 1, doc = 'batch used for test evaluation' }),
   seed = integer(1, { min = 0, max = MAX_SEED }),
   blas_threads = integer(1, { min = 1 }),
+  device = string_('auto', { one_of = { 'auto', 'cpu', 'cuda' },
+                             doc = 'where workers compute: cuda (a GPU per rank, by local rank; ranks beyond the '
+                                .. "GPUs share them), cpu, or auto (cuda where a GPU is present, else cpu)" }),
+  devices = list(string_(nil, { one_of = { 'auto', 'cpu', 'cuda' } }),
+                 { doc = "per rank, overriding device: a mixed cluster, e.g. {'cuda', 'cuda', 'cpu'}" }),
+  tf32 = boolean(false, { doc = 'cuda: TF32 tensor cores for float32 GEMMs and convolutions (faster; about '
+                             .. '1e-3 relative precision)' }),
   log_level = string_('info', { one_of = { 'trace', 'debug', 'info', 'warn', 'error', 'off' } }),
   out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
   save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32' }),
@@ -82,6 +89,21 @@ M.schema = record {
                               doc = 'equal split, proportional to emulated speeds, fixed batches, or random '
                                  .. '(a new uneven split every iteration, to test that any split trains the same)' }),
     batches = list(integer(nil, { min = 0 }), { doc = 'fixed: one local batch per rank, summing to global_batch' }),
+  },
+  -- How workers synchronise unless a policy says otherwise (engine/train/plan.hpp).
+  sync = record {
+    mode = string_('bsp', { one_of = { 'bsp', 'grouped', 'ksync', 'local' },
+                            doc = 'bsp: all-reduce every iteration; grouped: groups all-reduce inside and push to a '
+                               .. 'parameter server asynchronously; ksync: the server applies the first k workers\' '
+                               .. 'gradients; local: local SGD, models averaged every local_steps iterations' }),
+    groups = list(integer(nil, { min = 1 }), { doc = 'grouped: each worker\'s group, numbered from 1 '
+                                                  .. '(default: one group); {1, 2, ..., N} is ASGD' }),
+    k = integer(0, { min = 0, doc = 'ksync: gradients per update (0: every worker)' }),
+    local_steps = integer(4, { min = 1, doc = 'local: iterations between model averages (H)' }),
+    staleness = integer(1, { min = 0, doc = 'grouped: server versions a computing group may fall behind before '
+                                          .. 'faster groups wait for it (S)' }),
+    sync_every = integer(10, { min = 1, doc = 'grouped, ksync: global batches of server updates between the points '
+                                          .. 'where all workers meet (stats, policy, plan changes)' }),
   },
   -- A Lua policy deciding the plan every iteration (engine/script/policy_host.hpp).
   policy = record {
@@ -379,6 +401,11 @@ local function parse_typed(ctx, sub, text, path, o)
     end
     return v
   end
+  if kind == 'list' and sub.item.kind == 'string' then
+    local v = {}
+    for item in text:gmatch('[^,]+') do v[#v + 1] = item:match('^%s*(.-)%s*$') end
+    return v
+  end
   -- a record: only its keys can be overridden
   local example = sorted_keys(sub.fields)[1]
   error(user_error(string.format("override '%s': '%s' is a table; override its keys instead", o, path),
@@ -588,6 +615,18 @@ function M.resolve(exp, overrides, source)
       fail(ctx, 'policy.file', string.format("policy '%s' not found", pol.file),
            'name a policy in scripts/policies/ (equal, proportional, boa, lbb) or give the path of a .lua file')
     end
+  end
+  if exp.sync.groups and #exp.sync.groups ~= exp.workers then
+    fail(ctx, 'sync.groups', string.format('sync.groups has %d entries for %d workers', #exp.sync.groups, exp.workers),
+         'give one group number per worker, e.g. sync.groups = {1, 1, 2, 2}')
+  end
+  if exp.sync.k > exp.workers then
+    fail(ctx, 'sync.k', string.format('sync.k = %d is more than the %d workers', exp.sync.k, exp.workers),
+         'set sync.k between 1 and the number of workers (0: all)')
+  end
+  if exp.devices and #exp.devices ~= exp.workers then
+    fail(ctx, 'devices', string.format('devices has %d entries for %d workers', #exp.devices, exp.workers),
+         "give one device per worker, e.g. devices = {'cuda', 'cpu'}, or set device for all")
   end
   if pol.max_batch and #pol.max_batch ~= exp.workers then
     fail(ctx, 'policy.max_batch', string.format('policy.max_batch has %d entries for %d workers', #pol.max_batch,

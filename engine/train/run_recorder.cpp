@@ -17,7 +17,7 @@ RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir
       w_comm_(static_cast<size_t>(workers)) {}
 
 void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
-                            const PolicyReport* policy) {
+                            const PolicyReport* policy, const SyncRecord* sync) {
   IterationRecord rec;
   rec.iteration = t;
   rec.epoch = t / per_epoch_;
@@ -42,7 +42,18 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   stats_ms_ += stats_ms;
   rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch, 1));
   rec.wall_s = wall_s;
-  trace_.write(rec, workers, policy);
+  trace_.write(rec, workers, policy, sync);
+  if (sync) {
+    ++sync_.segments;
+    sync_.iterations += sync->iterations;
+    sync_.updates += sync->updates;
+    sync_.applied += sync->applied;
+    sync_.dropped += sync->dropped;
+    sync_.staleness_sum += sync->staleness_mean * static_cast<double>(sync->applied);
+    sync_.staleness_max = std::max(sync_.staleness_max, sync->staleness_max);
+    sync_.server_busy_ms += sync->server_busy_ms;
+    sync_.segment_ms += sync->segment_ms;
+  }
   if (policy) record_policy(t, *policy);
   plan_.local_batch.resize(workers.size());
   for (size_t r = 0; r < workers.size(); ++r) plan_.local_batch[r] = workers[r].local_batch;
@@ -68,7 +79,8 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
   if (!p.plan.empty()) {
     ++s.plans;
     ++s.w_plans;
-    spdlog::debug("iteration {}: policy {} plans {} from iteration {}{}{}", t, p.policy, Plan{p.plan}.str(),
+    spdlog::debug("iteration {}: policy {} plans {}{} from iteration {}{}{}", t, p.policy, Plan{p.plan, {}}.str(),
+                  p.sync.empty() || p.sync == "bsp" ? "" : " " + p.sync,
                   p.applies_from, p.reason.empty() ? "" : ": ", p.reason);
   }
   if (p.event == "swapped") ++s.swaps;
@@ -153,6 +165,18 @@ void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
                    {"cost_ms_max", policy_.max_cost_ms},
                    {"wait_ms_mean", policy_.wait_ms / calls},
                    {"wait_ms_max", policy_.max_wait_ms}};
+  }
+  if (sync_.segments > 0) {
+    const double seconds = sync_.segment_ms / 1000.0;
+    j["sync"] = {{"segments", sync_.segments},
+                 {"iterations", sync_.iterations},
+                 {"updates", sync_.updates},
+                 {"gradients_applied", sync_.applied},
+                 {"gradients_dropped", sync_.dropped},
+                 {"staleness_mean", sync_.applied ? sync_.staleness_sum / static_cast<double>(sync_.applied) : 0.0},
+                 {"staleness_max", sync_.staleness_max},
+                 {"updates_per_s", seconds > 0 ? static_cast<double>(sync_.updates) / seconds : 0.0},
+                 {"server_busy_share", sync_.segment_ms > 0 ? sync_.server_busy_ms / sync_.segment_ms : 0.0}};
   }
   write_text_file(s.run_dir + "/summary.json", j.dump(2) + "\n");
 }

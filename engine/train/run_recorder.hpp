@@ -42,14 +42,20 @@ public:
               int64_t total);
   // One finished iteration with every worker's stats (indexed by rank).
   // policy: the policy's decision broadcast in iteration t, when a policy runs.
+  // sync: a relaxed-sync segment's record (its stats are means per step).
   void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
-                 const PolicyReport* policy = nullptr);
+                 const PolicyReport* policy = nullptr, const SyncRecord* sync = nullptr);
   void eval(const EvalRecord& r);
   // Finishes the summary's averages and writes summary.json.
   void finish(RunSummary& s, const ExperimentConfig& cfg);
 
 private:
   void progress(int64_t t, double lr);
+  // Relaxed-sync totals over the run, for the summary.
+  struct SyncTotals {
+    int64_t segments = 0, iterations = 0, updates = 0, applied = 0, dropped = 0;
+    double staleness_sum = 0.0, staleness_max = 0.0, server_busy_ms = 0.0, segment_ms = 0.0;
+  } sync_;
   int workers_;
   int64_t per_epoch_, total_, log_every_;
   TraceWriter trace_;

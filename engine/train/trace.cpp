@@ -23,7 +23,7 @@ TraceWriter::TraceWriter(const std::string& path) : file_(open_or_fail(path)) {}
 TraceWriter::~TraceWriter() { std::fclose(file_); }
 
 void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>& workers,
-                        const PolicyReport* policy) {
+                        const PolicyReport* policy, const SyncRecord* sync) {
   line_.clear();
   auto out = std::back_inserter(line_);
   fmt::format_to(out,
@@ -41,8 +41,26 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
                    i ? "," : "", w.rank, w.local_batch, w.data_ms, w.compute_ms, w.real_compute_ms,
                    w.idle_ms, w.comm_ms, w.stats_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, w.loss_sum, w.correct, w.memory_mb,
                    w.speed);
+    if (w.sync_mode != 0) {  // a relaxed-sync segment: its steps and pushes
+      line_.pop_back();
+      fmt::format_to(out, ",\"steps\":{},\"pushes\":{},\"staleness\":{:.4g},\"group\":{}}}", w.steps, w.pushes,
+                     w.staleness, w.group);
+    }
   }
   line_ += "]";
+  if (sync) {
+    nlohmann::json j{{"mode", sync->mode},
+                     {"iterations", sync->iterations},
+                     {"updates", sync->updates},
+                     {"applied", sync->applied},
+                     {"dropped", sync->dropped},
+                     {"staleness_mean", std::round(sync->staleness_mean * 1e4) / 1e4},
+                     {"staleness_max", sync->staleness_max},
+                     {"server_busy_ms", std::round(sync->server_busy_ms * 1e4) / 1e4},
+                     {"segment_ms", std::round(sync->segment_ms * 1e4) / 1e4}};
+    if (!sync->groups.empty()) j["groups"] = sync->groups;
+    line_ += ",\"sync\":" + j.dump();
+  }
   if (policy && policy->event != "idle") {
     // Rare enough (one small object) to build as JSON: the reason needs escaping.
     nlohmann::json p{{"policy", policy->policy},   {"event", policy->event},
@@ -52,6 +70,7 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
     if (!policy->reason.empty()) p["reason"] = policy->reason;
     if (policy->failed) p["failed"] = true;
     if (!policy->plan.empty()) p["plan"] = policy->plan;
+    if (!policy->sync.empty() && policy->sync != "bsp") p["sync"] = policy->sync;
     line_ += ",\"policy\":" + p.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   line_ += "}\n";

@@ -24,6 +24,16 @@ struct IterationRecord {
   double wall_s = 0.0;
 };
 
+// What a relaxed-sync segment adds to its trace line (segment.hpp): the mode and
+// groups it ran, how many global batches it covered, and the server's work.
+struct SyncRecord {
+  std::string mode;          // SyncPlan::str()
+  std::vector<int> groups;   // grouped: each rank's group (0-based)
+  int64_t iterations = 1;    // global batches' worth of training
+  int64_t updates = 0, applied = 0, dropped = 0;
+  double staleness_mean = 0.0, staleness_max = 0.0, server_busy_ms = 0.0, segment_ms = 0.0;
+};
+
 struct EvalRecord {
   int64_t iteration = 0;
   double epoch = 0.0;
@@ -40,7 +50,8 @@ public:
   TraceWriter& operator=(const TraceWriter&) = delete;
   // policy: the decision broadcast in this iteration, if a policy runs (written as
   // "policy":{...} unless nothing was asked of it).
-  void write(const IterationRecord& r, const std::vector<WorkerStats>& workers, const PolicyReport* policy = nullptr);
+  void write(const IterationRecord& r, const std::vector<WorkerStats>& workers, const PolicyReport* policy = nullptr,
+             const SyncRecord* sync = nullptr);
   void write(const EvalRecord& r);
   void flush();
 

@@ -16,12 +16,14 @@
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/train/batch_loader.hpp"
+#include "engine/train/gradient_sync.hpp"
 #include "engine/train/calibration.hpp"
 #include "engine/train/emulator.hpp"
 #include "engine/train/evaluate.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/run_dir.hpp"
+#include "engine/train/segment.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -70,6 +72,24 @@ DeviceProfile shared_calibration(TrainStep& step, BatchLoader& loader, int64_t m
   return machine;
 }
 
+// The experiment's sync settings as a plan's (one rank: every mode is bsp).
+SyncPlan initial_sync(const ExperimentConfig& cfg, int world) {
+  SyncPlan s;
+  const auto& c = cfg.plan.sync;
+  TANDEM_CHECK_HINT(parse_sync_mode(c.mode, &s.mode), "use sync.mode = 'bsp', 'grouped', 'ksync' or 'local'",
+                    "unknown sync mode '", c.mode, "'");
+  if (world == 1) return SyncPlan{};
+  s.k = c.k > 0 ? c.k : world;
+  s.local_steps = c.local_steps;
+  s.staleness = c.staleness;
+  s.sync_every = c.sync_every;
+  if (s.mode == SyncMode::grouped) {
+    for (int64_t g : c.groups) s.group.push_back(static_cast<int>(g) - 1);
+    if (s.group.empty()) s.group.assign(static_cast<size_t>(world), 0);
+  }
+  return s;
+}
+
 // The iteration's plan, from the experiment (a later issue lets a policy change it).
 // `proportional` gives each worker a share proportional to its emulated throughput
 // at the batch it will run: a worker's samples/s depends on its batch (fixed costs
@@ -88,6 +108,7 @@ Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int wor
   } else {
     plan = Plan::equal(world, cfg.global_batch);
   }
+  plan.sync = initial_sync(cfg, world);
   plan.validate(world, cfg.global_batch);
   return plan;
 }
@@ -104,21 +125,52 @@ private:
 
 // What rides after the gradients through every all-reduce, written by rank 0 (the
 // other ranks write zeros, so the sum is rank 0's values): its stop decision, and
-// the policy's next plan, one float per worker (exact: batches are far below 2^24).
+// the policy's next plan: its sync mode's settings, one local batch per worker and
+// one group per worker (floats are exact: all far below 2^24). Meetings of the
+// relaxed modes broadcast the same layout.
 struct ControlTail {
-  static constexpr size_t kStop = 0, kHasPlan = 1, kPlan = 2;
-  static size_t size(int world) { return kPlan + static_cast<size_t>(world); }
+  static constexpr size_t kStop = 0, kHasPlan = 1, kMode = 2, kK = 3, kLocalSteps = 4, kStaleness = 5,
+                          kSyncEvery = 6, kPlan = 7;
+  static size_t size(int world) { return kPlan + 2 * static_cast<size_t>(world); }
+  static void write_plan(float* tail, const Plan& p, int world) {
+    tail[kHasPlan] = 1.0f;
+    tail[kMode] = static_cast<float>(static_cast<int>(p.sync.mode));
+    tail[kK] = static_cast<float>(p.sync.k);
+    tail[kLocalSteps] = static_cast<float>(p.sync.local_steps);
+    tail[kStaleness] = static_cast<float>(p.sync.staleness);
+    tail[kSyncEvery] = static_cast<float>(p.sync.sync_every);
+    for (int r = 0; r < world; ++r) {
+      tail[kPlan + static_cast<size_t>(r)] = static_cast<float>(p.local_batch[static_cast<size_t>(r)]);
+      tail[kPlan + static_cast<size_t>(world + r)] =
+          p.sync.group.empty() ? 0.0f : static_cast<float>(p.sync.group[static_cast<size_t>(r)]);
+    }
+  }
+  static Plan read_plan(const float* tail, int world) {
+    Plan p;
+    auto at = [&](size_t i) { return static_cast<int>(std::lround(tail[i])); };
+    p.sync.mode = static_cast<SyncMode>(at(kMode));
+    p.sync.k = at(kK);
+    p.sync.local_steps = at(kLocalSteps);
+    p.sync.staleness = at(kStaleness);
+    p.sync.sync_every = at(kSyncEvery);
+    for (int r = 0; r < world; ++r) {
+      p.local_batch.push_back(static_cast<int64_t>(std::llround(tail[kPlan + static_cast<size_t>(r)])));
+      if (p.sync.mode == SyncMode::grouped) p.sync.group.push_back(at(kPlan + static_cast<size_t>(world + r)));
+    }
+    return p;
+  }
 };
+
 
 }  // namespace
 
-RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
+RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& device, PlanPolicy* policy) {
   const Stopwatch wall;
   InterruptGuard interrupt_guard;
   const int rank = comm.rank(), world = comm.size();
   comm.set_timeout_s(cfg.collective_timeout_s);
   cpu::set_blas_threads(cfg.blas_threads);
-  Device& dev = cpu_device();
+  Device& dev = *device.device;
 
   auto train_set = make_dataset(cfg.data, /*train=*/true);
   auto test_set = make_dataset(cfg.data, /*train=*/false);
@@ -139,6 +191,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, per_epoch, total);
   TrainStep step(model, sgd);
   CommReducer reducer(comm);
+  GradientSync gradients(model, comm, ControlTail::size(world));
   BatchLoader loader(*train_set, sampler, dev);
   Emulator emulator(cfg.emulation, world);
 
@@ -170,6 +223,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     spdlog::info("{}", model.summary());
     spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch, {} iterations",
                  train_set->name(), train_set->size(), test_set->size(), cfg.global_batch, per_epoch, total);
+    spdlog::info("rank 0 computes on {}{}; gradients all-reduce in {}", dev.name(),
+                 device.note.empty() ? "" : " (" + device.note + ")", gradients.path());
     spdlog::info("{} worker(s) over {}; plan {} ({})", world, comm.name(),
                  cfg.plan.kind == "random" ? "changing every iteration" : plan.str(), cfg.plan.kind);
     if (cfg.emulation.enabled) {
@@ -199,6 +254,33 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
   double link_delay_ms = 0.0;
   for (int r = 0; r < world; ++r) link_delay_ms = std::max(link_delay_ms, emulator.comm_delay_ms(r));
   int64_t overruns = 0;  // steps whose real compute outlasted the emulated time (contention)
+  int64_t version = 0;   // of the weights: every rank holds the same (checked at meetings)
+  ClusterStats last_cluster;  // what the policy gets next to the stats of the last bsp iteration
+  SegmentRunner segments(cfg, comm, model, sgd, step, loader, emulator, machine, schedule);
+  if (rank == 0 && plan.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan.sync.str());
+  if (rank == 0 && world == 1 && cfg.plan.sync.mode != "bsp")
+    spdlog::info("one worker: sync.mode = '{}' is the same as bsp", cfg.plan.sync.mode);
+
+  // A test evaluation after `done` iterations; true when the target accuracy is reached.
+  auto evaluate_now = [&](int64_t done) {
+    const Stopwatch eval_clock;
+    const int64_t n = test_set->size();
+    EvalSums sums = evaluate_range(model, *test_set, cfg.eval_batch, n * rank / world, n * (rank + 1) / world);
+    comm.allreduce_sum(&sums.loss_sum, 3, "the evaluation sums");
+    const double accuracy = sums.correct / sums.count;
+    summary.test_accuracy = accuracy;
+    summary.best_test_accuracy = std::max(summary.best_test_accuracy, accuracy);
+    if (recorder)
+      recorder->eval({done, static_cast<double>(done) / static_cast<double>(per_epoch), sums.loss_sum / sums.count,
+                      accuracy, eval_clock.elapsed_ms(), train_ms / 1000.0});
+    anchor = now_ms();  // evaluations are not training time
+    if (cfg.stop.target_accuracy && accuracy >= *cfg.stop.target_accuracy) {
+      if (!summary.time_to_target_s) summary.time_to_target_s = train_ms / 1000.0;
+      summary.stop_reason = "target_accuracy";
+      return true;
+    }
+    return false;
+  };
   summary.stop_reason = "epochs";
   int64_t t = 0;
   // Rank 0 records iteration t-1, with the policy's decision on it, during t.
@@ -213,6 +295,82 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
       next_plan.reset();
     } else if (cfg.plan.kind == "random" && !policy_on) {
       plan = Plan::random(world, cfg.global_batch, mix_seed(cfg.seed ^ 0x706c616eULL, t));
+    }
+    if (plan.sync.mode != SyncMode::bsp && world > 1) {
+      // A relaxed-sync segment (segment.hpp), up to the next evaluation or the end.
+      // The last bsp iteration's stats are recorded first; its decision was taken.
+      comm.finish_reports("the stats reports");
+      if (rank == 0) {
+        decision = PolicyReport{};
+        record(t - 1);
+      }
+      for (WorkerStats& r : reports) r.valid = 0;
+      const double seg_start = now_ms();
+      const int64_t to_eval = eval_every - t % eval_every;
+      const SegmentResult seg = segments.run(plan, t, std::min(total - t, to_eval), anchor, origin, &version);
+      const int64_t done = t + seg.iterations;
+      mine = seg.stats;
+      mine.rank = rank;
+      mine.valid = 1;
+      mine.iteration = done - 1;
+      mine.sync_mode = static_cast<int32_t>(plan.sync.mode);
+      mine.memory_mb = static_cast<double>(dev.bytes_in_use()) / (1024.0 * 1024.0);
+      comm.post_report(&mine, sizeof mine, reports.data());
+      comm.finish_reports("the segment's stats");
+      train_ms += seg.end_ms - seg_start;
+      samples_done += seg.iterations * cfg.global_batch;
+      // Rank 0: the trace line, the policy's decision (taken now: the next segment
+      // runs it), the stop decision; all of it broadcast in the control tail's layout.
+      std::vector<float> control(ControlTail::size(world), 0.0f);
+      if (rank == 0) {
+        SyncRecord rec;
+        rec.mode = plan.sync.str();
+        rec.groups = plan.sync.group;
+        rec.iterations = seg.iterations;
+        rec.updates = seg.server.updates;
+        rec.applied = seg.server.applied;
+        rec.dropped = seg.server.dropped;
+        rec.staleness_mean = seg.server.applied ? seg.server.staleness_sum / static_cast<double>(seg.server.applied) : 0.0;
+        rec.staleness_max = seg.server.staleness_max;
+        rec.server_busy_ms = seg.server.busy_ms;
+        rec.segment_ms = seg.end_ms - seg_start;
+        decision = PolicyReport{};
+        std::optional<Plan> decided;
+        if (policy) {
+          ClusterStats cs;
+          cs.sync_mode = static_cast<int32_t>(plan.sync.mode);
+          cs.iterations = static_cast<double>(seg.iterations);
+          cs.updates = seg.server.updates;
+          cs.dropped = seg.server.dropped;
+          cs.server_busy_ms = seg.server.busy_ms;
+          policy->submit(done - 1, reports, cs);
+          decided = policy->collect(decision);
+          decision.applies_from = done;
+        }
+        recorder->iteration(done - 1, schedule.at(done - 1), reports, wall.elapsed_ms() / 1000.0,
+                            policy ? &decision : nullptr, &rec);
+        control[ControlTail::kStop] =
+            g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds) ? 1.0f : 0.0f;
+        if (decided) ControlTail::write_plan(control.data(), *decided, world);
+      }
+      for (WorkerStats& r : reports) r.valid = 0;  // recorded: the bsp path must not again
+      comm.broadcast(control.data(), control.size() * sizeof(float), "the meeting's decisions");
+      if (control[ControlTail::kHasPlan] > 0.5f) {
+        plan = ControlTail::read_plan(control.data(), world);
+        plan.validate(world, cfg.global_batch);
+      }
+      anchor = now_ms();
+      t = done - 1;  // the loop's ++t makes it done
+      if ((done % eval_every == 0 || done >= total) && evaluate_now(done)) {
+        ++t;
+        break;
+      }
+      if (control[ControlTail::kStop] > 0.5f) {
+        summary.stop_reason = g_interrupted ? "interrupted" : "max_seconds";
+        ++t;
+        break;
+      }
+      continue;
     }
     const int64_t my_batch = plan.local_batch[static_cast<size_t>(rank)], my_offset = plan.offset(rank);
     const double start = now_ms();
@@ -237,7 +395,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
       comm.finish_reports("the stats reports");
       now.stats_ms += now_ms() - stats_start;
       if (policy && reports[0].valid) {
-        policy->submit(t - 1, reports);
+        policy->submit(t - 1, reports, last_cluster);
         submitted = true;
       }
     };
@@ -251,6 +409,10 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     const double compute_start = now_ms();
     const LossResult loss = step.compute(x, loader.labels(), ctx);
     now.real_compute_ms = now_ms() - compute_start;
+    // For a policy's gradient-noise estimate: this rank's mean gradient's squared norm.
+    if (policy_on && my_batch > 0)
+      now.grad_sq = dev.sum_squares(model.grads().data(), model.param_count()) /
+                    static_cast<double>(my_batch * my_batch);
 
     // While the device (here: the emulated one) would still be computing, rank 0
     // does its bookkeeping, off the collectives' path: it takes the policy's
@@ -299,19 +461,14 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
     const double sync_start = now_ms();
     const bool stop_here =
         rank == 0 && (g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds));
-    float* tail = model.grad_tail();
+    float* tail = gradients.tail();
     std::fill(tail, tail + ControlTail::size(world), 0.0f);
     if (rank == 0) {
       tail[ControlTail::kStop] = stop_here ? 1.0f : 0.0f;
-      if (decided) {
-        tail[ControlTail::kHasPlan] = 1.0f;
-        for (int r = 0; r < world; ++r)
-          tail[ControlTail::kPlan + static_cast<size_t>(r)] = static_cast<float>(decided->local_batch[static_cast<size_t>(r)]);
-      }
+      if (decided) ControlTail::write_plan(tail, *decided, world);
     }
     if (world > 1) {
-      comm.arrive_and_allreduce(model.grads_with_tail(), model.grads_with_tail_count(), &now.idle_ms,
-                                "the gradient all-reduce");
+      gradients.run(&now.idle_ms, "the gradient all-reduce");
       if (link_delay_ms > 0) sleep_until_ms(now_ms() + link_delay_ms);
       now.comm_ms = now_ms() - sync_start - now.idle_ms;
       anchor = comm.last_sync_end_ms() + link_delay_ms;
@@ -319,16 +476,27 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
       anchor = now_ms();
     }
     stop_after = tail[ControlTail::kStop] > 0.5f;
+    if (rank == 0 && policy_on) {  // the global mean gradient, for the next submit
+      last_cluster = ClusterStats{};
+      last_cluster.global_grad_sq = dev.sum_squares(model.grads().data(), model.param_count()) /
+                                    static_cast<double>(cfg.global_batch * cfg.global_batch);
+    }
     if (tail[ControlTail::kHasPlan] > 0.5f) {
-      next_plan = Plan{};
-      for (int r = 0; r < world; ++r)
-        next_plan->local_batch.push_back(static_cast<int64_t>(std::lround(tail[ControlTail::kPlan + static_cast<size_t>(r)])));
+      next_plan = ControlTail::read_plan(tail, world);
       next_plan->validate(world, cfg.global_batch);
     }
+    ++version;
 
     const double opt_start = now_ms();
     step.update(cfg.global_batch, schedule.at(t));
     now.optimizer_ms = now_ms() - opt_start;
+    // A GPU runs the update it was just given while the host gathers the next batch
+    // and the copy engine uploads it (on the CPU this does nothing).
+    if (t + 1 < total) {
+      const Plan& upcoming = next_plan ? *next_plan : plan;
+      if (cfg.plan.kind != "random" || policy_on || next_plan)
+        loader.prefetch(t + 1, upcoming.offset(rank), upcoming.local_batch[static_cast<size_t>(rank)]);
+    }
     now.step_ms = now_ms() - start;
     // This iteration's stats leave for rank 0 now (no wait), to be there by its
     // next compute. `mine` stays untouched until that send completes.
@@ -344,24 +512,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, PlanPolicy* policy) {
                        "training loss became ", loss.loss_sum, " on rank ", rank, " at iteration ", t);
 
     const bool last = t + 1 == total;
-    if ((t + 1) % eval_every == 0 || last) {
-      const Stopwatch eval_clock;
-      const int64_t n = test_set->size();
-      EvalSums sums = evaluate_range(model, *test_set, cfg.eval_batch, n * rank / world, n * (rank + 1) / world);
-      comm.allreduce_sum(&sums.loss_sum, 3, "the evaluation sums");
-      const double accuracy = sums.correct / sums.count;
-      summary.test_accuracy = accuracy;
-      summary.best_test_accuracy = std::max(summary.best_test_accuracy, accuracy);
-      if (recorder)
-        recorder->eval({t + 1, static_cast<double>(t + 1) / static_cast<double>(per_epoch), sums.loss_sum / sums.count,
-                        accuracy, eval_clock.elapsed_ms(), train_ms / 1000.0});
-      anchor = now_ms();  // evaluations are not training time
-      if (cfg.stop.target_accuracy && accuracy >= *cfg.stop.target_accuracy) {
-        if (!summary.time_to_target_s) summary.time_to_target_s = train_ms / 1000.0;
-        summary.stop_reason = "target_accuracy";
-        ++t;
-        break;
-      }
+    if (((t + 1) % eval_every == 0 || last) && evaluate_now(t + 1)) {
+      ++t;
+      break;
     }
     if (stop_after) {
       summary.stop_reason = g_interrupted ? "interrupted" : "max_seconds";

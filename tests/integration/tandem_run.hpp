@@ -80,6 +80,16 @@ inline json read_json(const std::string& path) {
   return json::parse(in);
 }
 
+// A run's final parameters (save_params=true), as written to params.f32.
+inline std::vector<float> params_of(const std::string& run) {
+  std::ifstream in(scratch().file(run) + "/params.f32", std::ios::binary);
+  BOOST_REQUIRE_MESSAGE(in, "missing params of " << run);
+  std::vector<float> p;
+  float v;
+  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) p.push_back(v);
+  return p;
+}
+
 inline json summary_of(const std::string& run) { return read_json(scratch().file(run) + "/summary.json"); }
 
 // The "iteration" lines of a run's trace.jsonl, in order.

@@ -17,15 +17,6 @@ using namespace tandem::testing;
 
 namespace {
 
-std::vector<float> params_of(const std::string& run) {
-  std::ifstream in(scratch().file(run) + "/params.f32", std::ios::binary);
-  BOOST_REQUIRE_MESSAGE(in, "missing params of " << run);
-  std::vector<float> p;
-  float v;
-  while (in.read(reinterpret_cast<char*>(&v), sizeof v)) p.push_back(v);
-  return p;
-}
-
 std::vector<int64_t> batches(const json& row) {
   std::vector<int64_t> b;
   for (const json& w : row["workers"]) b.push_back(w["local_batch"].get<int64_t>());

@@ -1,0 +1,119 @@
+// The relaxed synchronisation modes end to end, 4 ranks: grouped with one group
+// trains exactly what bsp trains (the server's update weighting is exact); in every
+// mode each gradient pushed is applied or dropped exactly once (the server's totals
+// against the workers' own counts in the trace), and the segments cover the run's
+// iterations; a policy switching modes at every decision (bsp, local, grouped,
+// ksync, ASGD, back to bsp) trains on, every rank agreeing on the weights' version
+// at every meeting (a disagreement aborts the run), and learns.
+#define BOOST_TEST_MODULE sync_modes
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/integration/tandem_run.hpp"
+
+using namespace tandem::testing;
+
+namespace {
+
+const std::string kCommon = " --workers 4 global_batch=128 stop.max_iterations=40 eval_every=20 save_params=true";
+
+// Pushes the workers counted (each segment line holds each rank's total), and the
+// iterations the trace's lines cover.
+int64_t pushes_in_trace(const std::string& run, int64_t* covered) {
+  int64_t pushes = 0;
+  *covered = 0;
+  for (const json& row : iterations(run)) {
+    *covered += row.contains("sync") ? row["sync"]["iterations"].get<int64_t>() : 1;
+    for (const json& w : row["workers"]) pushes += w.value("pushes", int64_t{0});
+  }
+  return pushes;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(one_group_trains_what_bsp_trains) {
+  require_ok(run_tandem("bsp", quickstart(), kCommon));
+  require_ok(run_tandem("one-group", quickstart(), kCommon + " sync.mode=grouped sync.groups=1,1,1,1 sync.sync_every=7"));
+  const auto a = params_of("bsp"), b = params_of("one-group");
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  double err = 0.0, scale = 1.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+  }
+  BOOST_TEST_MESSAGE("one group vs bsp after 40 iterations: scaled error " << err / scale);
+  BOOST_TEST(err / scale < 1e-4);
+  const json s = summary_of("one-group")["sync"];
+  BOOST_TEST(s["updates"].get<int64_t>() == 40);
+  BOOST_TEST(s["staleness_max"].get<double>() == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(every_push_is_applied_or_dropped_once) {
+  const std::vector<std::pair<std::string, std::string>> modes = {
+      {"grouped2", "sync.mode=grouped sync.groups=1,1,2,2 sync.staleness=1"},
+      {"asgd", "sync.mode=grouped sync.groups=1,2,3,4 sync.staleness=3 emulation.speeds=1,1,1,0.5 emulation.reference=0.5"},
+      {"ksync", "sync.mode=ksync sync.k=3 emulation.speeds=1,1,1,0.5 emulation.reference=0.5"},
+      {"local", "sync.mode=local sync.local_steps=3"}};
+  for (const auto& [name, args] : modes) {
+    require_ok(run_tandem(name, quickstart(), kCommon + " " + args));
+    const json s = summary_of(name);
+    const json& sync = s["sync"];
+    int64_t covered = 0;
+    const int64_t pushed = pushes_in_trace(name, &covered);
+    BOOST_TEST_MESSAGE(name << ": " << sync.dump());
+    // Updates in flight at a meeting still land: the last segment may end a little past 40.
+    BOOST_TEST(covered == s["iterations"].get<int64_t>());
+    BOOST_TEST((covered >= 40 && covered <= 41), name << " segments cover " << covered << " of 40 iterations");
+    BOOST_TEST(sync["gradients_applied"].get<int64_t>() + sync["gradients_dropped"].get<int64_t>() == pushed,
+               name << ": the server applied " << sync["gradients_applied"] << " and dropped "
+                    << sync["gradients_dropped"] << " of " << pushed << " pushed");
+    if (name == "local") BOOST_TEST(pushed == 0);
+    if (name == "ksync") {
+      BOOST_TEST(sync["staleness_max"].get<double>() == 0.0, "ksync never applies a stale gradient");
+      BOOST_TEST(sync["gradients_applied"].get<int64_t>() <= 3 * sync["updates"].get<int64_t>());
+    }
+    if (name == "grouped2") BOOST_TEST(sync["updates"].get<int64_t>() == sync["gradients_applied"].get<int64_t>());
+    BOOST_TEST(s["test_accuracy"].get<double>() > 0.6, name << " learns: " << s["test_accuracy"]);
+  }
+}
+
+// Every decision moves to the next mode.
+const char* kModes = R"(local P = { calls = 0 }
+local modes = {
+  { mode = 'local', local_steps = 3 },
+  { mode = 'grouped', groups = { 1, 1, 2, 2 }, staleness = 1, sync_every = 4 },
+  { mode = 'ksync', k = 3, sync_every = 4 },
+  { mode = 'grouped', groups = { 1, 2, 3, 4 }, staleness = 4, sync_every = 4 },
+  { mode = 'bsp' },
+}
+function P.init(c) P.B = c.global_batch end
+function P.step(stats)
+  P.calls = P.calls + 1
+  local m = modes[(P.calls - 1) % #modes + 1]
+  local plan = { local_batch = { P.B / 4, P.B / 4, P.B / 4, P.B / 4 }, reason = 'next: ' .. m.mode }
+  for k, v in pairs(m) do plan[k] = v end
+  return plan
+end
+return P
+)";
+
+BOOST_AUTO_TEST_CASE(switching_modes_at_every_decision_is_safe) {
+  const std::string policy = scratch().write("modes.lua", kModes);
+  require_ok(run_tandem("switching", quickstart(),
+                        " --workers 4 global_batch=128 stop.max_iterations=80 eval_every=40 policy.file=" + policy));
+  std::set<std::string> seen;
+  int64_t covered = 0;
+  const int64_t pushed = pushes_in_trace("switching", &covered);
+  for (const json& row : iterations("switching"))
+    seen.insert(row.contains("sync") ? row["sync"]["mode"].get<std::string>().substr(0, 5) : "bsp");
+  for (const char* m : {"bsp", "local", "group", "ksync"}) BOOST_TEST(seen.count(m) == 1u, "no " << m << " segment ran");
+  const json s = summary_of("switching");
+  BOOST_TEST((covered >= 80 && covered <= 81), "the run covers " << covered << " of 80 iterations");
+  BOOST_TEST(s["sync"]["gradients_applied"].get<int64_t>() + s["sync"]["gradients_dropped"].get<int64_t>() == pushed);
+  BOOST_TEST(s["test_accuracy"].get<double>() > 0.6, "accuracy " << s["test_accuracy"]);
+}

@@ -214,10 +214,12 @@ function U.proportional_split(w, B, lo, hi)
   local scale = s0
   if f0 < B then
     -- Between breakpoints the total grows with slope sum of w_i over unclamped workers.
+    -- Unclamped just above s0: decided on the breakpoints themselves (s0 is one of
+    -- them, computed the same way), never on s0 * w_i, which can land a rounding
+    -- error below lo_i and drop the worker from the slope.
     local slope = 0
     for i = 1, n do
-      local x = s0 * w[i]
-      if w[i] > 0 and x >= lo[i] and x < hi[i] then slope = slope + w[i] end
+      if w[i] > 0 and lo[i] / w[i] <= s0 and s0 < hi[i] / w[i] then slope = slope + w[i] end
     end
     if slope > 0 then scale = s0 + (B - f0) / slope end
   end

@@ -53,6 +53,9 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
     sync_.staleness_max = std::max(sync_.staleness_max, sync->staleness_max);
     sync_.server_busy_ms += sync->server_busy_ms;
     sync_.segment_ms += sync->segment_ms;
+    auto& h = sync_.staleness_histogram;
+    if (h.size() < sync->staleness_histogram.size()) h.resize(sync->staleness_histogram.size(), 0);
+    for (size_t i = 0; i < sync->staleness_histogram.size(); ++i) h[i] += sync->staleness_histogram[i];
   }
   if (policy) record_policy(t, *policy);
   plan_.local_batch.resize(workers.size());
@@ -175,6 +178,7 @@ void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
                  {"gradients_dropped", sync_.dropped},
                  {"staleness_mean", sync_.applied ? sync_.staleness_sum / static_cast<double>(sync_.applied) : 0.0},
                  {"staleness_max", sync_.staleness_max},
+                 {"staleness_histogram", sync_.staleness_histogram},
                  {"updates_per_s", seconds > 0 ? static_cast<double>(sync_.updates) / seconds : 0.0},
                  {"server_busy_share", sync_.segment_ms > 0 ? sync_.server_busy_ms / sync_.segment_ms : 0.0}};
   }

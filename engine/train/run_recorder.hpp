@@ -55,6 +55,7 @@ private:
   struct SyncTotals {
     int64_t segments = 0, iterations = 0, updates = 0, applied = 0, dropped = 0;
     double staleness_sum = 0.0, staleness_max = 0.0, server_busy_ms = 0.0, segment_ms = 0.0;
+    std::vector<int64_t> staleness_histogram;
   } sync_;
   int workers_;
   int64_t per_epoch_, total_, log_every_;

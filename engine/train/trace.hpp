@@ -32,6 +32,7 @@ struct SyncRecord {
   int64_t iterations = 1;    // global batches' worth of training
   int64_t updates = 0, applied = 0, dropped = 0;
   double staleness_mean = 0.0, staleness_max = 0.0, server_busy_ms = 0.0, segment_ms = 0.0;
+  std::vector<int64_t> staleness_histogram;  // gradients applied at 0, 1, 2, ... versions behind
 };
 
 struct EvalRecord {

@@ -333,6 +333,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
         rec.staleness_mean = seg.server.applied ? seg.server.staleness_sum / static_cast<double>(seg.server.applied) : 0.0;
         rec.staleness_max = seg.server.staleness_max;
         rec.server_busy_ms = seg.server.busy_ms;
+        rec.staleness_histogram = seg.server.staleness_histogram;
         rec.segment_ms = seg.end_ms - seg_start;
         decision = PolicyReport{};
         std::optional<Plan> decided;

@@ -1,11 +1,19 @@
 // The tandem command line.
-//   tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL]
+//   tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl]
 //   tandem test FILE.lua          run a Lua test file (tests/lua)
 //   tandem version
 // Errors print what failed, where, and what to do, and exit non-zero; nothing is
 // trained until the experiment and its model have loaded and validated.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -16,6 +24,9 @@
 #include "engine/core/cuda_device.hpp"
 #include "engine/dist/launcher.hpp"
 #include "engine/dist/nccl_comm.hpp"
+#include "engine/script/repl.hpp"
+#include "engine/script/repl_client.hpp"
+#include "engine/train/run_dir.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
@@ -26,13 +37,18 @@ namespace {
 const char* kUsage = R"(tandem: data-parallel training for clusters whose workers run at different speeds
 
 usage:
-  tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL]
+  tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl]
       Train as the experiment says. key=value overrides a setting without editing
       the file (dotted keys reach into tables: stop.epochs=3 schedule.kind=cosine).
       With workers = N > 1 (or --workers N) tandem starts N local ranks through
       mpirun; under your own `mpirun -np N [--hostfile H] tandem run ...` it runs
       as those ranks. The run directory (default runs/<name>-<timestamp>) gets
       config.json, log.txt, trace.jsonl, trace.perfetto.json and summary.json.
+      --repl: this terminal is a Lua prompt into the running job (see attach).
+  tandem attach RUN_DIR
+      A Lua prompt into a running job through the socket in its run directory:
+      workers(), plan(), history(n), policy(), swap('boa'), set(key, value),
+      emulate{...}, pause(), resume(), stop(); help() lists them. Ctrl-D detaches.
   tandem test FILE.lua
       Run a Lua test file.
   tandem version
@@ -51,9 +67,12 @@ int usage_error(const std::string& msg) {
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::string experiment, out_dir, level, workers;
   std::vector<std::string> overrides;
+  bool repl = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--out" || a == "--log-level" || a == "--workers") {
+    if (a == "--repl") {
+      repl = true;
+    } else if (a == "--out" || a == "--log-level" || a == "--workers") {
       if (i + 1 >= args.size()) return usage_error(a + " needs a value");
       (a == "--out" ? out_dir : a == "--workers" ? workers : level) = args[++i];
     } else if (a.rfind("--", 0) == 0) {
@@ -71,12 +90,51 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   if (!level.empty()) overrides.push_back("log_level=" + level);
   if (!workers.empty()) overrides.push_back("workers=" + workers);
 
+  // --repl: this terminal becomes the console's prompt. The run directory is fixed
+  // here so the prompt knows where the console's socket will be.
+  std::string repl_dir;
+  std::thread repl_client;
+  std::atomic<bool> training{true};
   if (!tandem::launched_by_mpi()) {
     // Loaded here first so a broken experiment fails once, before any rank starts.
     const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
     if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);
-    if (cfg.workers > 1) tandem::launch_local_ranks(cfg.workers, std::vector<std::string>{"run"} + args);
+    std::vector<std::string> rank_args = args;
+    if (repl) {
+      TANDEM_CHECK_HINT(cfg.console, "leave console = true (the default) to use --repl",
+                        "--repl needs the run's console, but the experiment sets console = false");
+      repl_dir = tandem::make_run_dir(cfg.out_dir, cfg.name);
+      overrides.push_back("out_dir=" + repl_dir);
+      rank_args.erase(std::remove(rank_args.begin(), rank_args.end(), std::string("--repl")), rank_args.end());
+      rank_args.push_back("out_dir=" + repl_dir);
+    }
+    if (cfg.workers > 1 && repl) {
+      // mpirun in a child; the prompt here, until the job ends.
+      const pid_t child = fork();
+      TANDEM_CHECK(child >= 0, "cannot fork to start the ranks: ", std::strerror(errno));
+      if (child == 0) {
+        // mpirun forwards its stdin to rank 0: it must not take the prompt's keystrokes.
+        const int null_fd = ::open("/dev/null", O_RDONLY);
+        if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+        tandem::launch_local_ranks(cfg.workers, std::vector<std::string>{"run"} + rank_args);
+      }
+      tandem::attach_console(repl_dir, [&] { return waitpid(child, nullptr, WNOHANG) == 0; });
+      int status = 0;
+      waitpid(child, &status, 0);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    if (cfg.workers > 1) tandem::launch_local_ranks(cfg.workers, std::vector<std::string>{"run"} + rank_args);
+    if (repl)
+      repl_client = std::thread([&] { tandem::attach_console(repl_dir, [&] { return training.load(); }); });
   }
+  struct JoinClient {
+    std::thread& t;
+    std::atomic<bool>& training;
+    ~JoinClient() {
+      training = false;
+      if (t.joinable()) t.join();
+    }
+  } join_client{repl_client, training};
   auto comm = tandem::make_world_comm(argc, argv);
   tandem::log::init(comm->rank(), "info");
   tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
@@ -97,7 +155,13 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     std::unique_ptr<tandem::PolicyHost> policy;
     if (!cfg.policy.file.empty() && comm->rank() == 0)
       policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, comm->size()));
-    tandem::train(cfg, *comm, device, policy.get());
+    // Rank 0's console (the REPL's socket in the run directory), made once it exists.
+    tandem::ConsoleFactory console;
+    if (cfg.console && comm->rank() == 0)
+      console = [&](const std::string& run_dir) -> std::unique_ptr<tandem::Console> {
+        return std::make_unique<tandem::ReplConsole>(run_dir, policy.get(), cfg.policy.budget_ms);
+      };
+    tandem::train(cfg, *comm, device, policy.get(), console);
     // The transport goes before the device: NCCL finishes its work on the device's stream.
     policy.reset();
     comm.reset();
@@ -123,6 +187,10 @@ int main(int argc, char** argv) {
     const std::string cmd = args[0];
     args.erase(args.begin());
     if (cmd == "run") return cmd_run(args, &argc, &argv);
+    if (cmd == "attach") {
+      if (args.size() != 1) return usage_error("attach needs the run directory of a running job");
+      return tandem::attach_console(args[0], {});
+    }
     if (cmd == "test") {
       if (args.size() != 1) return usage_error("test needs exactly one Lua file");
       return tandem::run_lua_test_file(args[0]);

@@ -242,6 +242,7 @@ ExperimentConfig to_config(json& j) {
   c.log_level = get<std::string>(j, "log_level");
   c.out_dir = get<std::string>(j, "out_dir");
   c.save_params = get<bool>(j, "save_params");
+  c.console = get<bool>(j, "console");
 
   c.workers = get<int>(j, "workers");
   c.collective_timeout_s = get<double>(j, "collective_timeout_s");

@@ -131,10 +131,20 @@ PolicyHost::Totals PolicyHost::totals() const {
   return totals_;
 }
 
-std::future<SwapResult> PolicyHost::swap(const std::string& path) {
+std::future<SwapResult> PolicyHost::swap(const std::string& path, const std::string& params_json) {
   std::lock_guard<std::mutex> lock(mu_);
-  swaps_.emplace_back(path, std::promise<SwapResult>());
-  return swaps_.back().second.get_future();
+  swaps_.push_back(SwapRequest{path, params_json, std::promise<SwapResult>()});
+  return swaps_.back().done.get_future();
+}
+
+std::string PolicyHost::policy_file() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cfg_.file;
+}
+
+std::string PolicyHost::params_json() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cluster_.params_json;
 }
 
 void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats, const ClusterStats& cluster) {
@@ -221,16 +231,18 @@ PolicyHost::Decision PolicyHost::decide(const Job& job) {
 
   // A swap asked for through the API wins over a file change; earlier requests are
   // superseded by the latest.
-  std::vector<std::pair<std::string, std::promise<SwapResult>>> requests;
+  std::vector<SwapRequest> requests;
   {
     std::lock_guard<std::mutex> lock(mu_);
     requests.swap(swaps_);
   }
   std::optional<std::string> swap_to;
+  std::string params;
   if (!requests.empty()) {
-    swap_to = requests.back().first;
+    swap_to = requests.back().path;
+    params = requests.back().params_json;
     for (size_t i = 0; i + 1 < requests.size(); ++i)
-      requests[i].second.set_value({false, requests[i].first, "superseded by a later swap to " + *swap_to});
+      requests[i].done.set_value({false, requests[i].path, "superseded by a later swap to " + *swap_to});
   } else if (cfg_.watch && file_changed()) {
     swap_to = cfg_.file;
     spdlog::info("policy file {} changed: loading it", cfg_.file);
@@ -238,9 +250,9 @@ PolicyHost::Decision PolicyHost::decide(const Job& job) {
 
   bool swapped = false;
   if (swap_to) {
-    SwapResult r = try_swap(*swap_to, job, d);
+    SwapResult r = try_swap(*swap_to, params, job, d);
     swapped = r.ok;
-    if (!requests.empty()) requests.back().second.set_value(r);
+    if (!requests.empty()) requests.back().done.set_value(r);
   }
   if (!swapped) step_current(job, d);
 
@@ -303,7 +315,10 @@ void PolicyHost::count_failure(const std::string& kind, const std::string& messa
   }
 }
 
-SwapResult PolicyHost::try_swap(const std::string& path, const Job& job, Decision& d) {
+SwapResult PolicyHost::try_swap(const std::string& path, const std::string& params_json, const Job& job,
+                                Decision& d) {
+  PolicyCluster cluster = cluster_;
+  if (!params_json.empty()) cluster.params_json = params_json;
   SwapResult r;
   r.policy = path;
   const double start = now_ms();
@@ -313,7 +328,7 @@ SwapResult PolicyHost::try_swap(const std::string& path, const Job& job, Decisio
   try {
     next = std::make_unique<PolicySandbox>(path, limits_);
     stage = "init";
-    next->init(cluster_);
+    next->init(cluster);
     stage = "handing over state";
     if (!disabled_) sandbox_->hand_state_to(*next);
     stage = "dry run";
@@ -342,6 +357,7 @@ SwapResult PolicyHost::try_swap(const std::string& path, const Job& job, Decisio
     std::lock_guard<std::mutex> lock(mu_);
     name_ = sandbox_->name();
     cfg_.file = path;
+    cluster_.params_json = cluster.params_json;
     ++totals_.swaps;
   }
   file_mtime_ns_ = 0;

@@ -67,8 +67,12 @@ public:
 
   // Swap in the policy at `path` (the REPL's entry): done at the next submit, on
   // its stats; the future tells how it went.
-  std::future<SwapResult> swap(const std::string& path);
+  // params_json: the new policy's cluster.params (a JSON object), or empty to keep
+  // the current ones (the REPL's set() swaps the same file with changed params).
+  std::future<SwapResult> swap(const std::string& path, const std::string& params_json = "");
   std::string policy_name() const;
+  std::string policy_file() const;
+  std::string params_json() const;  // the policy's cluster.params, as JSON
 
   // What has happened to the policies so far (the run's summary counts the
   // trace's decisions instead; these are for a caller holding the host).
@@ -93,7 +97,7 @@ private:
   void run();
   Decision decide(const Job& job);
   void step_current(const Job& job, Decision& d);
-  SwapResult try_swap(const std::string& path, const Job& job, Decision& d);
+  SwapResult try_swap(const std::string& path, const std::string& params_json, const Job& job, Decision& d);
   void count_failure(const std::string& kind, const std::string& message, Decision& d);
   // A new plan from an answer: into the decision, and remembered as in force.
   void adopt(const PolicyAnswer& answer, Decision& d);
@@ -115,7 +119,11 @@ private:
   bool has_result_ = false, stop_ = false, hung_ = false, in_flight_ = false;
   double started_ms_ = 0.0;          // when the thread took the job in flight
   Decision result_;
-  std::vector<std::pair<std::string, std::promise<SwapResult>>> swaps_;
+  struct SwapRequest {
+    std::string path, params_json;
+    std::promise<SwapResult> done;
+  };
+  std::vector<SwapRequest> swaps_;
   std::string name_;
   Totals totals_;
   std::thread thread_;

@@ -155,6 +155,7 @@ struct ExperimentConfig {
   std::string log_level = "info";
   std::string out_dir;         // empty: runs/<name>-<timestamp>
   bool save_params = false;    // write the final parameters to <run dir>/params.f32
+  bool console = true;         // rank 0 listens on <run dir>/repl.sock (tandem attach)
   std::string resolved_json;   // the whole resolved config, written to the run directory
 };
 

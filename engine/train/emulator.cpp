@@ -263,3 +263,13 @@ void sleep_until_ms(double deadline_ms) {
 }
 
 }  // namespace tandem
+
+namespace tandem {
+
+void Emulator::add_event(const SlowdownEvent& e) {
+  TANDEM_CHECK(e.worker >= 0 && e.worker < world_size_, "emulated event for worker ", e.worker, " of ", world_size_);
+  TANDEM_CHECK(e.speed > 0 && std::isfinite(e.speed), "emulated event speed ", e.speed, " must be > 0");
+  events_[static_cast<size_t>(e.worker)].push_back(e);
+}
+
+}  // namespace tandem

@@ -52,6 +52,8 @@ public:
   int world_size() const { return world_size_; }
   const EmulationConfig& config() const { return cfg_; }
   bool has_profile(int rank) const;
+  // Schedules one more slowdown (the console's emulate{}); every rank adds the same.
+  void add_event(const SlowdownEvent& e);
 
   // The worker's speed multiplier at `iteration`: static x events x random x trace.
   // For a profile worker the static factor is 1, since its profile already is its speed.

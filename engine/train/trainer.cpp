@@ -1,11 +1,15 @@
 #include "engine/train/trainer.hpp"
 
 #include <atomic>
+#include <deque>
+#include <limits>
 #include <cmath>
 #include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
+
+#include <unistd.h>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -24,6 +28,7 @@
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/run_dir.hpp"
 #include "engine/train/segment.hpp"
+#include "engine/train/console.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -124,13 +129,14 @@ private:
 };
 
 // What rides after the gradients through every all-reduce, written by rank 0 (the
-// other ranks write zeros, so the sum is rank 0's values): its stop decision, and
-// the policy's next plan: its sync mode's settings, one local batch per worker and
-// one group per worker (floats are exact: all far below 2^24). Meetings of the
-// relaxed modes broadcast the same layout.
+// other ranks write zeros, so the sum is rank 0's values): its stop decision, the
+// console's pause and emulated slowdown (worker + 1, 0 for none), and the policy's
+// next plan: its sync mode's settings, one local batch per worker and one group per
+// worker (floats are exact: all far below 2^24). Meetings of the relaxed modes
+// broadcast the same layout.
 struct ControlTail {
   static constexpr size_t kStop = 0, kHasPlan = 1, kMode = 2, kK = 3, kLocalSteps = 4, kStaleness = 5,
-                          kSyncEvery = 6, kPlan = 7;
+                          kSyncEvery = 6, kPause = 7, kEmuWorker = 8, kEmuSpeed = 9, kEmuIterations = 10, kPlan = 11;
   static size_t size(int world) { return kPlan + 2 * static_cast<size_t>(world); }
   static void write_plan(float* tail, const Plan& p, int world) {
     tail[kHasPlan] = 1.0f;
@@ -164,13 +170,22 @@ struct ControlTail {
 
 }  // namespace
 
-RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& device, PlanPolicy* policy) {
+RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& device, PlanPolicy* policy,
+                 const ConsoleFactory& make_console) {
   const Stopwatch wall;
   InterruptGuard interrupt_guard;
   const int rank = comm.rank(), world = comm.size();
   comm.set_timeout_s(cfg.collective_timeout_s);
   cpu::set_blas_threads(cfg.blas_threads);
   Device& dev = *device.device;
+  // Where this rank runs and on what, in every report (the console's workers()).
+  char host_name[64] = {};
+  gethostname(host_name, sizeof host_name - 1);
+  const std::string device_name = dev.name();
+  auto label = [&](WorkerStats& w) {
+    std::snprintf(w.host, sizeof w.host, "%s", host_name);
+    std::snprintf(w.device, sizeof w.device, "%s", device_name.c_str());
+  };
 
   auto train_set = make_dataset(cfg.data, /*train=*/true);
   auto test_set = make_dataset(cfg.data, /*train=*/false);
@@ -234,6 +249,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     }
     recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total);
   }
+  std::unique_ptr<Console> console_owner = rank == 0 && make_console ? make_console(summary.run_dir) : nullptr;
+  Console* console = console_owner.get();
+  if (console) spdlog::info("console: tandem attach {}", summary.run_dir);
 
   comm.prepare_allreduce(model.grads_with_tail_count());
   // The clock origin: every rank starts counting right after this all-reduce.
@@ -283,13 +301,101 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   };
   summary.stop_reason = "epochs";
   int64_t t = 0;
+  std::vector<WorkerStats> console_reports(static_cast<size_t>(world));  // the last recorded, for the console
+  std::deque<HistoryRow> history;
+  std::deque<ConsoleEvent> console_events;
+  auto remember = [&](int64_t iteration, const std::string& sync) {
+    console_reports = reports;
+    HistoryRow h;
+    h.iteration = iteration;
+    h.wall_s = wall.elapsed_ms() / 1000.0;
+    h.sync = sync;
+    int64_t samples = 0;
+    for (const WorkerStats& w : reports) {
+      h.step_ms = std::max(h.step_ms, w.step_ms);
+      h.loss += w.loss_sum;
+      samples += w.local_batch;
+      h.local_batch.push_back(w.local_batch);
+    }
+    h.loss /= static_cast<double>(std::max<int64_t>(samples, 1));
+    history.push_back(std::move(h));
+    if (history.size() > 1000) history.pop_front();
+  };
   // Rank 0 records iteration t-1, with the policy's decision on it, during t.
   auto record = [&](int64_t iteration) {
     if (recorder && reports[0].valid)
       recorder->iteration(iteration, schedule.at(iteration), reports, wall.elapsed_ms() / 1000.0,
                           policy ? &decision : nullptr);
+    if (console && reports[0].valid) remember(iteration, "");
   };
+  // The console (rank 0): what it reads, what it asks; asked slowdowns go out one
+  // per iteration.
+  auto view = [&](bool paused) {
+    ConsoleView v;
+    v.iteration = t;
+    v.total = total;
+    v.global_batch = cfg.global_batch;
+    v.workers = world;
+    v.wall_s = wall.elapsed_ms() / 1000.0;
+    v.test_accuracy = summary.test_accuracy > 0 ? summary.test_accuracy : -1.0;
+    v.plan = &plan;
+    v.reports = &console_reports;
+    v.history = &history;
+    v.paused = paused;
+    return v;
+  };
+  auto write_console = [&](float* control, const ConsoleRequests& rq) {
+    if (rq.pause) control[ControlTail::kPause] = 1.0f;
+    if (rq.stop) control[ControlTail::kStop] = 1.0f;
+    for (const ConsoleEvent& e : rq.events) console_events.push_back(e);
+    if (!console_events.empty()) {
+      const ConsoleEvent e = console_events.front();
+      console_events.pop_front();
+      control[ControlTail::kEmuWorker] = static_cast<float>(e.worker + 1);
+      control[ControlTail::kEmuSpeed] = static_cast<float>(e.speed);
+      control[ControlTail::kEmuIterations] = static_cast<float>(e.iterations);
+    }
+  };
+  // Every rank: the console's requests as they came in the control tail (they apply
+  // from the next iteration), then a pause, if asked: rank 0 serves the console
+  // until resume() or stop(), the others wait for its word (no deadline: a paused
+  // run may sit for hours). Returns true to stop.
+  auto apply_console = [&](const float* control) {
+    if (control[ControlTail::kEmuWorker] > 0.5f) {
+      SlowdownEvent e;
+      e.worker = static_cast<int>(std::lround(control[ControlTail::kEmuWorker])) - 1;
+      e.speed = control[ControlTail::kEmuSpeed];
+      e.from = t + 1;
+      const auto n = static_cast<int64_t>(std::llround(control[ControlTail::kEmuIterations]));
+      e.to = n > 0 ? t + 1 + n : std::numeric_limits<int64_t>::max();
+      emulator.add_event(e);
+      if (rank == 0)
+        spdlog::info("console: worker {} at {}x speed from iteration {}{}", e.worker, e.speed, e.from,
+                     n > 0 ? fmt::format(" for {} iterations", n) : std::string());
+    }
+    if (control[ControlTail::kPause] < 0.5f) return false;
+    float word[1] = {0.0f};
+    if (rank == 0) {
+      spdlog::info("console: paused after iteration {}", t + 1);
+      ConsoleRequests rq;
+      console->serve_paused(view(true), rq);
+      word[0] = rq.stop ? 1.0f : 0.0f;
+      spdlog::info("console: {}", rq.stop ? "stopping" : "resumed");
+    }
+    const double timeout = comm.timeout_s();
+    comm.set_timeout_s(1e9);
+    comm.broadcast(word, sizeof word, "waiting for the console to resume the run");
+    comm.set_timeout_s(timeout);
+    anchor = now_ms();  // a pause is not training time
+    return word[0] > 0.5f;
+  };
+  bool console_stopped = false;
   for (; t < total; ++t) {
+    ConsoleRequests asked;  // rank 0: the console's commands at this boundary
+    if (console && rank == 0) {
+      console->serve(view(false), asked);
+      console_stopped = console_stopped || asked.stop;
+    }
     if (next_plan) {
       plan = std::move(*next_plan);
       next_plan.reset();
@@ -310,6 +416,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       const SegmentResult seg = segments.run(plan, t, std::min(total - t, to_eval), anchor, origin, &version);
       const int64_t done = t + seg.iterations;
       mine = seg.stats;
+      label(mine);
       mine.rank = rank;
       mine.valid = 1;
       mine.iteration = done - 1;
@@ -350,9 +457,11 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
         }
         recorder->iteration(done - 1, schedule.at(done - 1), reports, wall.elapsed_ms() / 1000.0,
                             policy ? &decision : nullptr, &rec);
+        if (console) remember(done - 1, rec.mode);
         control[ControlTail::kStop] =
             g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds) ? 1.0f : 0.0f;
         if (decided) ControlTail::write_plan(control.data(), *decided, world);
+        write_console(control.data(), asked);
       }
       for (WorkerStats& r : reports) r.valid = 0;  // recorded: the bsp path must not again
       comm.broadcast(control.data(), control.size() * sizeof(float), "the meeting's decisions");
@@ -362,12 +471,13 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       }
       anchor = now_ms();
       t = done - 1;  // the loop's ++t makes it done
+      const bool console_stop = apply_console(control.data());
       if ((done % eval_every == 0 || done >= total) && evaluate_now(done)) {
         ++t;
         break;
       }
-      if (control[ControlTail::kStop] > 0.5f) {
-        summary.stop_reason = g_interrupted ? "interrupted" : "max_seconds";
+      if (control[ControlTail::kStop] > 0.5f || console_stop) {
+        summary.stop_reason = g_interrupted ? "interrupted" : console_stopped || console_stop ? "console" : "max_seconds";
         ++t;
         break;
       }
@@ -376,6 +486,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     const int64_t my_batch = plan.local_batch[static_cast<size_t>(rank)], my_offset = plan.offset(rank);
     const double start = now_ms();
     WorkerStats now{};
+    label(now);
     now.rank = rank;
     now.valid = 1;
     now.iteration = t;
@@ -467,6 +578,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     if (rank == 0) {
       tail[ControlTail::kStop] = stop_here ? 1.0f : 0.0f;
       if (decided) ControlTail::write_plan(tail, *decided, world);
+      write_console(tail, asked);
     }
     if (world > 1) {
       gradients.run(&now.idle_ms, "the gradient all-reduce");
@@ -505,6 +617,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     const double post_start = now_ms();
     comm.post_report(&mine, sizeof mine, reports.data());
     post_ms = now_ms() - post_start;
+    if (apply_console(tail)) stop_after = true;
 
     train_ms += now.step_ms;
     samples_done += cfg.global_batch;
@@ -518,7 +631,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       break;
     }
     if (stop_after) {
-      summary.stop_reason = g_interrupted ? "interrupted" : "max_seconds";
+      summary.stop_reason = g_interrupted ? "interrupted" : console_stopped ? "console" : "max_seconds";
       if (rank == 0 && g_interrupted) spdlog::warn("interrupted: stopping after iteration {}", t + 1);
       ++t;
       break;
@@ -546,6 +659,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       write_binary_file(summary.run_dir + "/params.f32", params.data(), params.size() * sizeof(float));
     }
     recorder->finish(summary, cfg);
+    if (console)
+      console->finished(fmt::format("run finished ({}) after {} iterations, test accuracy {:.4f}", summary.stop_reason,
+                                    summary.iterations, summary.test_accuracy));
     spdlog::info("done ({}): {} iterations, test accuracy {:.4f}, {:.0f} samples/s, {:.1f} s{}", summary.stop_reason,
                  summary.iterations, summary.test_accuracy, summary.samples_per_s, summary.wall_s,
                  summary.time_to_target_s ? fmt::format(", target reached after {:.1f} s of training",

@@ -39,6 +39,8 @@ struct WorkerStats {
   int64_t pushes = 0;       // gradients it sent to the parameter server
   int32_t group = 0;        // the group it ran in (0-based)
   int32_t sync_mode = 0;    // the SyncMode it ran under
+  char host[32] = {};       // where the rank runs (truncated), for the console
+  char device[48] = {};     // what it computes on (truncated)
 };
 
 // What the policy gets about the whole cluster next to the per-worker stats.

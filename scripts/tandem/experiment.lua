@@ -80,6 +80,7 @@ M.schema = record {
                              .. '1e-3 relative precision)' }),
   log_level = string_('info', { one_of = { 'trace', 'debug', 'info', 'warn', 'error', 'off' } }),
   out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
+  console = boolean(true, { doc = 'rank 0 listens on <run dir>/repl.sock (owner only) for tandem attach' }),
   save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32' }),
 
   workers = integer(1, { min = 1, doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),

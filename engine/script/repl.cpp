@@ -1,0 +1,459 @@
+#include "engine/script/repl.hpp"
+
+#include <fcntl.h>
+#include <luajit.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/clock.hpp"
+#include "engine/core/error.hpp"
+#include "engine/script/experiment_loader.hpp"
+
+namespace tandem {
+
+namespace {
+
+thread_local double g_deadline_ms = 0.0;
+thread_local double g_budget_ms = 0.0;
+
+// The budget: checked every 1000 VM instructions (the JIT is off in this state, so
+// the hook sees every one); past the deadline it raises on every instruction, so a
+// pcall inside the command cannot swallow it for long.
+void budget_hook(lua_State* L, lua_Debug*) {
+  if (now_ms() <= g_deadline_ms) return;
+  lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+  luaL_error(L, "the command ran past its budget of %.0f ms (policy.budget_ms) and was interrupted", g_budget_ms);
+}
+
+// A sockaddr for `path` that fits: a long run directory path is reached through
+// /proc/self/fd/N of an open descriptor of the directory (sun_path holds 108 bytes).
+struct SocketAddress {
+  sockaddr_un addr{};
+  int dir_fd = -1;
+  explicit SocketAddress(const std::string& path) {
+    addr.sun_family = AF_UNIX;
+    std::string p = path;
+    if (p.size() >= sizeof addr.sun_path) {
+      const std::filesystem::path full(path);
+      dir_fd = ::open(full.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      TANDEM_CHECK(dir_fd >= 0, "cannot open the run directory ", full.parent_path().string(), ": ",
+                   std::strerror(errno));
+      p = "/proc/self/fd/" + std::to_string(dir_fd) + "/" + full.filename().string();
+    }
+    std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+  }
+  ~SocketAddress() {
+    if (dir_fd >= 0) ::close(dir_fd);
+  }
+};
+
+void send_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return;  // the client went away: nothing to tell it
+    done += static_cast<size_t>(n);
+  }
+}
+
+void set_number(lua_State* L, const char* key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+void set_string(lua_State* L, const char* key, const std::string& v) {
+  lua_pushstring(L, v.c_str());
+  lua_setfield(L, -2, key);
+}
+
+}  // namespace
+
+int connect_console(const std::string& socket_path) {
+  SocketAddress a(socket_path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a.addr), sizeof a.addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+ReplConsole::ReplConsole(const std::string& run_dir, PolicyHost* policy, double budget_ms)
+    : path_(run_dir + "/repl.sock"), policy_(policy), budget_ms_(budget_ms) {
+  // The Lua side first: a broken library fails the run before anything listens.
+  lua_State* L = lua_;
+  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  lua_pushlightuserdata(L, this);
+  lua_pushcclosure(L, &lua_guard<l_print>, 1);
+  lua_setglobal(L, "print");
+  require_module(L, "tandem.repl");  // M
+  lua_getfield(L, -1, "install");
+  lua_createtable(L, 0, 10);  // engine
+  const std::pair<const char*, lua_CFunction> fns[] = {
+      {"workers", &lua_guard<l_workers>}, {"plan", &lua_guard<l_plan>},     {"history", &lua_guard<l_history>},
+      {"status", &lua_guard<l_status>},   {"policy", &lua_guard<l_policy>}, {"swap", &lua_guard<l_swap>},
+      {"set", &lua_guard<l_set>},         {"emulate", &lua_guard<l_emulate>}, {"request", &lua_guard<l_request>}};
+  for (const auto& [name, fn] : fns) {
+    lua_pushlightuserdata(L, this);
+    lua_pushcclosure(L, fn, 1);
+    lua_setfield(L, -2, name);
+  }
+  protected_call(L, 1, 0, "installing the console's built-ins (scripts/tandem/repl.lua)");
+  lua_pop(L, 1);
+
+  // The socket: owner only, from the moment it exists (umask around bind, then chmod).
+  ::unlink(path_.c_str());
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  TANDEM_CHECK(listen_fd_ >= 0, "cannot create the console socket: ", std::strerror(errno));
+  SocketAddress a(path_);
+  const mode_t old = ::umask(0177);
+  const int rc = ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&a.addr), sizeof a.addr);
+  ::umask(old);
+  TANDEM_CHECK_HINT(rc == 0, "check the run directory is writable", "cannot create the console socket ", path_, ": ",
+                    std::strerror(errno));
+  ::chmod(path_.c_str(), 0600);
+  TANDEM_CHECK(::listen(listen_fd_, 8) == 0, "cannot listen on the console socket ", path_, ": ", std::strerror(errno));
+  TANDEM_CHECK(::pipe2(wake_, O_CLOEXEC) == 0, "cannot make the console's wake-up pipe: ", std::strerror(errno));
+  status_ = "starting";
+  thread_ = std::thread([this] { accept_loop(); });
+}
+
+ReplConsole::~ReplConsole() { finished("the training process ended"); }
+
+void ReplConsole::finished(const std::string& how) {
+  if (stop_.exchange(true)) return;
+  if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int c : clients_) {
+    send_all(c, std::string("\n[") + how + "]\n" + '\0');
+    ::close(c);
+  }
+  clients_.clear();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  ::unlink(path_.c_str());
+  for (int& fd : wake_)
+    if (fd >= 0) ::close(fd), fd = -1;
+}
+
+void ReplConsole::accept_loop() {
+  std::vector<std::string> partial;  // by client index in clients_
+  std::vector<int> fds;
+  while (!stop_) {
+    std::vector<pollfd> polls{{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fds = clients_;
+    }
+    partial.resize(fds.size());
+    for (int c : fds) polls.push_back({c, POLLIN, 0});
+    if (::poll(polls.data(), polls.size(), 500) < 0 && errno != EINTR) break;
+    if (stop_) break;
+    if (polls[0].revents & POLLIN) {
+      const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c >= 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        clients_.push_back(c);
+        send_all(c, "tandem console: " + status_ + ". help() lists the commands; Ctrl-D detaches.\n" + '\0');
+      }
+    }
+    for (size_t i = 0; i < fds.size(); ++i) {
+      const short ev = polls[i + 2].revents;
+      if (!ev) continue;
+      char buf[4096];
+      const ssize_t n = (ev & POLLIN) ? ::recv(fds[i], buf, sizeof buf, 0) : 0;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (n <= 0) {  // detached
+        ::close(fds[i]);
+        clients_.erase(std::remove(clients_.begin(), clients_.end(), fds[i]), clients_.end());
+        partial[i].clear();
+        continue;
+      }
+      partial[i].append(buf, static_cast<size_t>(n));
+      for (size_t nl; (nl = partial[i].find('\n')) != std::string::npos;) {
+        queue_.push_back({fds[i], partial[i].substr(0, nl)});
+        partial[i].erase(0, nl + 1);
+      }
+      cv_.notify_all();
+    }
+    // Buffers follow their clients: drop those of clients that left.
+    if (partial.size() > fds.size()) partial.resize(fds.size());
+  }
+}
+
+void ReplConsole::reply(int client, const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(clients_.begin(), clients_.end(), client) == clients_.end()) return;  // detached meanwhile
+  send_all(client, text + '\0');
+}
+
+void ReplConsole::serve(const ConsoleView& view, ConsoleRequests& requests) {
+  std::deque<Command> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = "iteration " + std::to_string(view.iteration) + " of " + std::to_string(view.total) + ", " +
+              std::to_string(view.workers) + " worker(s)" + (view.paused ? ", paused" : "");
+    todo.swap(queue_);
+  }
+  view_ = &view;
+  requests_ = &requests;
+  for (const Command& c : todo) run_command(c);
+  answer_swaps();
+  view_ = nullptr;
+  requests_ = nullptr;
+}
+
+void ReplConsole::serve_paused(const ConsoleView& view, ConsoleRequests& requests) {
+  while (!requests.resume && !requests.stop && !stop_) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty(); });
+    }
+    serve(view, requests);
+  }
+}
+
+void ReplConsole::answer_swaps() {
+  for (auto it = swaps_.begin(); it != swaps_.end();) {
+    if (it->result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      ++it;
+      continue;
+    }
+    const SwapResult r = it->result.get();
+    reply(it->client, "[" + it->what + (r.ok ? " done] " : " failed] ") + r.message + "\n");
+    it = swaps_.erase(it);
+  }
+}
+
+void ReplConsole::run_command(const Command& c) {
+  lua_State* L = lua_;
+  client_ = c.client;
+  output_.clear();
+  const int top = lua_gettop(L);
+  try {
+    // An expression prints its values (as Lua 5.3's REPL does); otherwise a statement.
+    const std::string expr = "return " + c.text;
+    if (luaL_loadbuffer(L, expr.data(), expr.size(), "=console") != 0) {
+      lua_pop(L, 1);
+      if (luaL_loadbuffer(L, c.text.data(), c.text.size(), "=console") != 0) {
+        const std::string msg = lua_tostring(L, -1);
+        lua_pop(L, 1);
+        throw Error(msg, "console", "check the command's syntax");
+      }
+    }
+    g_budget_ms = budget_ms_;
+    g_deadline_ms = now_ms() + budget_ms_;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1000);
+    struct Unhook {
+      lua_State* L;
+      ~Unhook() { lua_sethook(L, nullptr, 0, 0); }
+    } unhook{L};
+    protected_call(L, 0, LUA_MULTRET, "running the console command '" + c.text + "'");
+    const int results = lua_gettop(L) - top;
+    if (results > 0) {  // repl.show(...) prints them
+      push_module_function(L, "tandem.repl", "show");
+      lua_insert(L, top + 1);
+      protected_call(L, results, 0, "printing the command's values");
+    }
+  } catch (const std::exception& e) {
+    output_ += std::string(e.what()) + "\n(the run is untouched)\n";
+  }
+  lua_settop(L, top);
+  reply(c.client, output_);
+  client_ = -1;
+}
+
+ReplConsole& ReplConsole::self(lua_State* L) {
+  return *static_cast<ReplConsole*>(lua_touserdata(L, lua_upvalueindex(1)));
+}
+
+int ReplConsole::l_print(lua_State* L) {
+  ReplConsole& r = self(L);
+  const int n = lua_gettop(L);
+  lua_getglobal(L, "tostring");
+  for (int i = 1; i <= n; ++i) {
+    lua_pushvalue(L, -1);
+    lua_pushvalue(L, i);
+    lua_call(L, 1, 1);
+    const char* s = lua_tostring(L, -1);
+    r.output_ += (i > 1 ? "\t" : "") + std::string(s ? s : "");
+    lua_pop(L, 1);
+  }
+  r.output_ += "\n";
+  return 0;
+}
+
+int ReplConsole::l_status(lua_State* L) {
+  const ConsoleView& v = *self(L).view_;
+  lua_createtable(L, 0, 8);
+  set_number(L, "iteration", static_cast<double>(v.iteration));
+  set_number(L, "total", static_cast<double>(v.total));
+  set_number(L, "workers", v.workers);
+  set_number(L, "global_batch", static_cast<double>(v.global_batch));
+  set_number(L, "wall_s", v.wall_s);
+  if (v.test_accuracy >= 0) set_number(L, "test_accuracy", v.test_accuracy);
+  lua_pushboolean(L, v.paused);
+  lua_setfield(L, -2, "paused");
+  return 1;
+}
+
+int ReplConsole::l_workers(lua_State* L) {
+  const ConsoleView& v = *self(L).view_;
+  lua_createtable(L, v.workers, 0);
+  if (!v.reports) return 1;
+  int n = 0;
+  for (const WorkerStats& w : *v.reports) {
+    if (!w.valid) continue;
+    lua_createtable(L, 0, 12);
+    set_number(L, "rank", w.rank);
+    set_string(L, "host", std::string(w.host, strnlen(w.host, sizeof w.host)));
+    set_string(L, "device", std::string(w.device, strnlen(w.device, sizeof w.device)));
+    set_number(L, "local_batch", static_cast<double>(w.local_batch));
+    set_number(L, "compute_ms", w.compute_ms);
+    set_number(L, "comm_ms", w.comm_ms);
+    set_number(L, "idle_ms", w.idle_ms);
+    set_number(L, "step_ms", w.step_ms);
+    set_number(L, "samples_per_s", w.samples_per_s);
+    set_number(L, "memory_mb", w.memory_mb);
+    set_number(L, "speed", w.speed);
+    set_number(L, "iteration", static_cast<double>(w.iteration));
+    lua_rawseti(L, -2, ++n);
+  }
+  return 1;
+}
+
+int ReplConsole::l_plan(lua_State* L) {
+  const ConsoleView& v = *self(L).view_;
+  lua_createtable(L, 0, 4);
+  if (!v.plan) return 1;
+  lua_createtable(L, static_cast<int>(v.plan->local_batch.size()), 0);
+  for (size_t i = 0; i < v.plan->local_batch.size(); ++i) {
+    lua_pushnumber(L, static_cast<double>(v.plan->local_batch[i]));
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  lua_setfield(L, -2, "local_batch");
+  set_string(L, "mode", sync_mode_name(v.plan->sync.mode));
+  set_string(L, "sync", v.plan->sync.str());
+  set_string(L, "text", v.plan->str());
+  return 1;
+}
+
+int ReplConsole::l_history(lua_State* L) {
+  const ConsoleView& v = *self(L).view_;
+  const int want = static_cast<int>(luaL_optinteger(L, 1, 10));
+  lua_newtable(L);
+  if (!v.history) return 1;
+  const size_t n = std::min(v.history->size(), static_cast<size_t>(std::max(want, 0)));
+  int k = 0;
+  for (size_t i = v.history->size() - n; i < v.history->size(); ++i) {
+    const HistoryRow& h = (*v.history)[i];
+    lua_createtable(L, 0, 6);
+    set_number(L, "iteration", static_cast<double>(h.iteration));
+    set_number(L, "step_ms", h.step_ms);
+    set_number(L, "loss", h.loss);
+    set_number(L, "wall_s", h.wall_s);
+    std::string plan = "[";
+    for (size_t j = 0; j < h.local_batch.size(); ++j) plan += (j ? ", " : "") + std::to_string(h.local_batch[j]);
+    set_string(L, "plan", plan + "]");
+    if (!h.sync.empty()) set_string(L, "sync", h.sync);
+    lua_rawseti(L, -2, ++k);
+  }
+  return 1;
+}
+
+int ReplConsole::l_policy(lua_State* L) {
+  ReplConsole& r = self(L);
+  if (!r.policy_) {
+    lua_pushnil(L);
+    return 1;
+  }
+  const PolicyHost::Totals t = r.policy_->totals();
+  lua_createtable(L, 0, 8);
+  set_string(L, "name", r.policy_->policy_name());
+  set_string(L, "file", r.policy_->policy_file());
+  set_string(L, "params", r.policy_->params_json());
+  set_number(L, "failures", static_cast<double>(t.failures));
+  set_number(L, "rejected", static_cast<double>(t.rejected));
+  set_number(L, "swaps", static_cast<double>(t.swaps));
+  lua_pushboolean(L, t.disabled);
+  lua_setfield(L, -2, "disabled");
+  return 1;
+}
+
+int ReplConsole::l_swap(lua_State* L) {
+  ReplConsole& r = self(L);
+  std::string path = luaL_checkstring(L, 1);
+  TANDEM_CHECK_HINT(r.policy_, "start the run with policy.file=... to have a policy to swap",
+                    "this run has no policy: swap() replaces the running one");
+  if (path.find('/') == std::string::npos && path.find(".lua") == std::string::npos)
+    path = tandem_root() + "/scripts/policies/" + path + ".lua";
+  TANDEM_CHECK_HINT(std::filesystem::exists(path), "give a policy name under scripts/policies/ or a path to a .lua file",
+                    "no policy file ", path);
+  r.swaps_.push_back({r.client_, "swap to " + path, r.policy_->swap(path)});
+  lua_pushstring(L, ("swap to " + path + " requested: the policy host loads and dry-runs it at its next decision").c_str());
+  return 1;
+}
+
+int ReplConsole::l_set(lua_State* L) {
+  ReplConsole& r = self(L);
+  const std::string key = luaL_checkstring(L, 1);
+  luaL_checkany(L, 2);
+  TANDEM_CHECK_HINT(r.policy_, "start the run with policy.file=...", "this run has no policy whose parameters to set");
+  nlohmann::json params = nlohmann::json::parse(r.policy_->params_json(), nullptr, false);
+  if (!params.is_object()) params = nlohmann::json::object();
+  params[key] = lua_to_json(L, 2, key);
+  const std::string file = r.policy_->policy_file();
+  r.swaps_.push_back({r.client_, "set " + key + " = " + params[key].dump(), r.policy_->swap(file, params.dump())});
+  lua_pushstring(L, ("set " + key + " = " + params[key].dump() +
+                     " requested: the policy is re-initialised with it (its state handed over) at its next decision")
+                        .c_str());
+  return 1;
+}
+
+int ReplConsole::l_emulate(lua_State* L) {
+  ReplConsole& r = self(L);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  ConsoleEvent e;
+  lua_getfield(L, 1, "worker");
+  lua_getfield(L, 1, "speed");
+  lua_getfield(L, 1, "iterations");
+  TANDEM_CHECK_HINT(lua_isnumber(L, -3) && lua_isnumber(L, -2), "write emulate{worker = 2, speed = 0.3, iterations = 50}",
+                    "emulate{} needs a worker (0-based rank) and a speed");
+  e.worker = static_cast<int>(lua_tonumber(L, -3));
+  e.speed = lua_tonumber(L, -2);
+  e.iterations = lua_isnumber(L, -1) ? static_cast<int64_t>(lua_tonumber(L, -1)) : 0;
+  lua_pop(L, 3);
+  TANDEM_CHECK_HINT(e.worker >= 0 && e.worker < r.view_->workers, "workers are numbered 0..N-1", "no worker ", e.worker,
+                    " in a run of ", r.view_->workers);
+  TANDEM_CHECK_HINT(e.speed > 0 && e.speed <= 100, "speed multiplies the worker's speed: 0.3 is a 3x slowdown",
+                    "speed ", e.speed, " out of range (0, 100]");
+  TANDEM_CHECK(e.iterations >= 0, "iterations must be >= 0 (0: to the end), got ", e.iterations);
+  r.requests_->events.push_back(e);
+  return 0;
+}
+
+int ReplConsole::l_request(lua_State* L) {
+  ReplConsole& r = self(L);
+  const std::string what = luaL_checkstring(L, 1);
+  if (what == "stop")
+    r.requests_->stop = true;
+  else if (what == "pause")
+    r.requests_->pause = true;
+  else if (what == "resume")
+    r.requests_->resume = true;
+  else
+    TANDEM_FAIL("unknown console request '", what, "'");
+  return 0;
+}
+
+}  // namespace tandem

@@ -1,0 +1,95 @@
+#pragma once
+// The live console of a running job (train/console.hpp): a Unix socket in the run
+// directory (repl.sock, readable and writable by the owner only; no TCP listener),
+// which `tandem attach RUN_DIR` and `tandem run --repl` connect to. Any number of
+// clients may attach and detach; a thread accepts them and queues their lines.
+//
+// A line is Lua, run on rank 0 at the next iteration boundary in the console's own
+// Lua state (never concurrently with the loop or the policy's state), interrupted
+// by the policy budget (a count hook backed by a deadline; the JIT is off). An
+// expression's values are printed; a command that errors prints its traceback and
+// changes nothing. The built-ins (scripts/tandem/repl.lua) read the run's state and
+// ask for changes: swap and set go through the policy host's hot-swap path; stop,
+// pause and emulate reach every rank with the next control tail.
+//
+// Protocol: the client sends one line per command; every answer (and the greeting)
+// ends with a NUL byte. When the run ends the server sends its last words and closes.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/script/lua_state.hpp"
+#include "engine/script/policy_host.hpp"
+#include "engine/train/console.hpp"
+
+namespace tandem {
+
+// A connected socket to the console at socket_path (run_dir/repl.sock), or -1.
+int connect_console(const std::string& socket_path);
+
+class ReplConsole final : public Console {
+public:
+  // policy: the run's policy host (null without a policy); budget_ms: each command's
+  // time budget (the policy's).
+  ReplConsole(const std::string& run_dir, PolicyHost* policy, double budget_ms);
+  ~ReplConsole() override;
+
+  void serve(const ConsoleView& view, ConsoleRequests& requests) override;
+  void serve_paused(const ConsoleView& view, ConsoleRequests& requests) override;
+  void finished(const std::string& how) override;
+
+  const std::string& socket_path() const { return path_; }
+
+private:
+  struct Command {
+    int client;
+    std::string text;
+  };
+  struct PendingSwap {
+    int client;
+    std::string what;
+    std::future<SwapResult> result;
+  };
+  void accept_loop();
+  void run_command(const Command& c);
+  void reply(int client, const std::string& text);
+  void answer_swaps();
+  // The engine table's functions (Lua C functions; the console is their upvalue).
+  static int l_workers(lua_State* L);
+  static int l_plan(lua_State* L);
+  static int l_history(lua_State* L);
+  static int l_status(lua_State* L);
+  static int l_policy(lua_State* L);
+  static int l_swap(lua_State* L);
+  static int l_set(lua_State* L);
+  static int l_emulate(lua_State* L);
+  static int l_request(lua_State* L);
+  static int l_print(lua_State* L);
+  static ReplConsole& self(lua_State* L);
+
+  std::string path_;
+  PolicyHost* policy_;
+  double budget_ms_;
+  LuaState lua_;
+  int listen_fd_ = -1, wake_[2] = {-1, -1};
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Command> queue_;
+  std::vector<int> clients_;
+  std::string status_;  // the greeting's state line, updated at every boundary
+  // While a command runs: what it may read and ask, who asked, what it printed.
+  const ConsoleView* view_ = nullptr;
+  ConsoleRequests* requests_ = nullptr;
+  int client_ = -1;
+  std::string output_;
+  std::vector<PendingSwap> swaps_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""The console driven as a person would: a running 2-rank job (policy equal, worker 1
+emulated at half speed), `tandem attach RUN_DIR` in a pseudo-terminal: read
+workers(), swap in the proportional policy, detach with Ctrl-D; a second client on
+the socket sees the plan change and stops the job, which ends normally with the
+swap and the new plan in its trace. Then `tandem run --repl` in a pseudo-terminal:
+the prompt answers and stop() ends the run.
+
+usage: test_repl.py TANDEM_BINARY SCRATCH_DIR
+"""
+import json
+import os
+import pty
+import select
+import socket
+import subprocess
+import sys
+import time
+
+TANDEM, SCRATCH = sys.argv[1], sys.argv[2]
+EXPERIMENT = "scripts/experiments/quickstart.lua"
+COMMON = ["model_args.hidden=64", "global_batch=128", "stop.max_iterations=100000", "stop.epochs=1000",
+          "stop.target_accuracy=1", "eval_every=100000", "log_level=warn", "device=cpu"]
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+class Terminal:
+    """A command in a pseudo-terminal, read until an expected text appears."""
+
+    def __init__(self, argv):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.environ["TERM"] = "dumb"
+            os.execv(argv[0], argv)
+        self.seen = ""
+
+    def expect(self, text, timeout=30):
+        end = time.time() + timeout
+        while text not in self.seen:
+            left = end - time.time()
+            if left <= 0:
+                fail(f"waited {timeout} s for {text!r}; the terminal shows:\n{self.seen[-2000:]}")
+            r, _, _ = select.select([self.fd], [], [], left)
+            if r:
+                try:
+                    data = os.read(self.fd, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    fail(f"the program ended before {text!r}; it showed:\n{self.seen[-2000:]}")
+                self.seen += data.decode(errors="replace")
+        at = self.seen.index(text) + len(text)
+        before, self.seen = self.seen[:at], self.seen[at:]
+        return before
+
+    def send(self, text):
+        os.write(self.fd, text.encode())
+
+    def wait(self, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                os.read(self.fd, 65536)  # drain, so the child never blocks writing
+            except OSError:
+                pass
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        fail("the program did not end")
+
+
+def socket_command(path, line):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+
+    def read():
+        buf = b""
+        while not buf.endswith(b"\0"):
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        return buf.rstrip(b"\0").decode()
+
+    read()  # greeting
+    s.sendall((line + "\n").encode())
+    out = read()
+    s.close()
+    return out
+
+
+def plans(run_dir):
+    out = []
+    with open(os.path.join(run_dir, "trace.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row.get("event") == "iteration":
+                out.append(([w["local_batch"] for w in row["workers"]], row.get("policy", {}).get("event")))
+    return out
+
+
+def attach_scenario():
+    run_dir = os.path.join(SCRATCH, "attached")
+    job = subprocess.Popen([TANDEM, "run", EXPERIMENT, "--workers", "2", "--out", run_dir, "policy.file=equal",
+                            "emulation.speeds=1,0.5", "emulation.reference=0.5"] + COMMON,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    sock = os.path.join(run_dir, "repl.sock")
+    for _ in range(600):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.05)
+    else:
+        fail("the job made no console socket")
+    mode = os.stat(sock).st_mode & 0o777
+    if mode != 0o600:
+        fail(f"the socket is mode {oct(mode)}, not owner-only 0600")
+
+    term = Terminal([TANDEM, "attach", run_dir])
+    term.expect("tandem console:", timeout=60)
+    term.expect("tandem> ")
+    term.send("workers()\n")
+    table = term.expect("tandem> ")
+    for word in ("rank", "compute_ms", "samples/s", "class"):
+        if word not in table:
+            fail(f"workers() shows no {word!r}:\n{table}")
+    if "straggler" not in table:
+        fail(f"worker 1 runs at half speed but workers() classes no straggler:\n{table}")
+    term.send("swap('proportional')\n")
+    term.expect("requested")
+    term.send("error('on purpose')\n")
+    term.expect("the run is untouched")
+    term.send("\x04")  # Ctrl-D
+    term.expect("detached")
+    if term.wait() != 0:
+        fail("tandem attach did not exit 0 after Ctrl-D")
+
+    # Another client: the plan has changed; stop the job.
+    for _ in range(200):
+        if "[64, 64]" not in socket_command(sock, "plan()"):
+            break
+        time.sleep(0.1)
+    else:
+        fail("the plan never changed after swap('proportional')")
+    socket_command(sock, "stop()")
+    out, _ = job.communicate(timeout=60)
+    if job.returncode != 0:
+        fail(f"the job exited {job.returncode}:\n{out.decode()[-2000:]}")
+    rows = plans(run_dir)
+    events = [e for _, e in rows if e]
+    if "swapped" not in events:
+        fail(f"no swap in the trace's policy events: {sorted(set(events))}")
+    if not any(b != [64, 64] for b, _ in rows):
+        fail("the trace never shows a plan other than the equal split")
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        reason = json.load(f)["stop_reason"]
+    if reason != "console":
+        fail(f"stop reason {reason}, not console")
+    if os.path.exists(sock):
+        fail("the socket is still there after the run")
+    print("ok: attach, workers(), swap, detach; the plan changed, stop() ended the job normally")
+
+
+def repl_scenario(workers):
+    """One worker: the prompt runs beside training in the same process; two: beside mpirun."""
+    run_dir = os.path.join(SCRATCH, f"repl{workers}")
+    term = Terminal([TANDEM, "run", EXPERIMENT, "--repl", "--workers", str(workers), "--out", run_dir] + COMMON)
+    term.expect("tandem> ", timeout=120)
+    term.send("plan()\n")
+    term.expect("[128]" if workers == 1 else "[64, 64]")
+    term.send("status().iteration > 0\n")
+    term.expect("true")
+    term.send("stop()\n")
+    term.expect("run finished (console)")
+    code = term.wait()
+    if code != 0:
+        fail(f"tandem run --repl exited {code}")
+    print(f"ok: run --repl with {workers} worker(s) answers at its prompt and stop() ends it")
+
+
+os.makedirs(SCRATCH, exist_ok=True)
+attach_scenario()
+repl_scenario(1)
+repl_scenario(2)

@@ -1,6 +1,7 @@
 #include "engine/train/parameter_server.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <spdlog/spdlog.h>
 
@@ -83,11 +84,17 @@ void ParameterServer::apply(const float* grad_sum, int64_t samples, bool ksync_m
   const double B = static_cast<double>(global_batch_);
   const int64_t iteration = first_iteration_ + samples_applied_ / global_batch_;
   // grouped: the update moves the weights by the group's share of a global batch;
-  // ksync: the mean over the samples that made it.
+  // ksync: the mean over the samples that made it. Each update is one step of SGD
+  // with momentum, as a parameter server takes it. Decaying the momentum by m per
+  // global batch instead (m^(1/G) per push) was tried: it restores bsp's effective
+  // step, but asynchrony already adds momentum of its own (Mitliagkas et al.,
+  // "Asynchrony begets momentum"), and ASGD then trained worse (tests/integration).
+  const double share = static_cast<double>(samples) / B;
   const double scale = ksync_mean ? 1.0 / static_cast<double>(samples) : 1.0 / B;
-  const double decay = ksync_mean ? optimizer_.weight_decay : optimizer_.weight_decay * static_cast<double>(samples) / B;
+  const double decay = ksync_mean ? optimizer_.weight_decay : optimizer_.weight_decay * share;
+  const double momentum = optimizer_.momentum;
   cpu_device().sgd_step(params_.data(), grad_sum, optimizer_.momentum != 0.0 ? velocity_.data() : nullptr, count_,
-                        static_cast<float>(schedule_.at(iteration)), static_cast<float>(optimizer_.momentum),
+                        static_cast<float>(schedule_.at(iteration)), static_cast<float>(momentum),
                         static_cast<float>(decay), static_cast<float>(scale), optimizer_.nesterov);
   samples_applied_ += samples;
   ++version_;

@@ -12,7 +12,8 @@
 //   held while the version is more than S ahead of the weights some other group is
 //   still computing on (groups waiting for a reply are not computing), so a fast
 //   group waits for the slowest instead of running away from it; the slowest never
-//   waits, so there is no deadlock.
+//   waits, so there is no deadlock. Pushes already in flight still land, so an
+//   applied update can be up to S + G - 1 versions stale.
 // ksync: every worker pushes its own gradient. Pushes for the current version
 //   accumulate; the k-th applies their mean (sum / their samples) and every one of the
 //   k gets the new weights. A push for an older version is dropped and its sender gets

@@ -56,7 +56,9 @@ SegmentRunner::~SegmentRunner() = default;
 double SegmentRunner::emulate(int64_t iteration, int64_t local_batch, double anchor, double real_ms) {
   if (!cfg_.emulation.enabled) return real_ms;
   const Stretch s = emulator_.stretch(rank_, iteration, local_batch, profile_ms(machine_, static_cast<double>(local_batch)));
-  sleep_until_ms(anchor + host_profile_ms(machine_, static_cast<double>(local_batch)) + s.target_ms);
+  const double deadline = anchor + host_profile_ms(machine_, static_cast<double>(local_batch)) + s.target_ms;
+  if (now_ms() > deadline) ++overruns_;
+  sleep_until_ms(deadline);
   return std::max(s.target_ms, real_ms);
 }
 
@@ -76,6 +78,11 @@ WorkerStats SegmentRunner::compute(int64_t iteration, int64_t local_batch, int64
   w.speed = emulator_.speed(rank_, iteration);
   w.loss_sum = loss.loss_sum;
   w.correct = loss.correct;
+  // As in bsp: a diverged worker ends the run at once, whatever the mode.
+  if (!std::isfinite(loss.loss_sum))
+    TANDEM_FAIL_HINT("lower the learning rate (lr=...), the staleness bound, or the number of groups",
+                     "training loss became ", loss.loss_sum, " on rank ", rank_, " at iteration ", iteration, " (",
+                     "a relaxed-sync segment)");
   return w;
 }
 

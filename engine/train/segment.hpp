@@ -52,6 +52,9 @@ public:
   SegmentResult run(const Plan& plan, int64_t t, int64_t max_iterations, double anchor, double origin,
                     int64_t* version);
 
+  // Steps whose real compute outlasted their emulated time (oversubscribed cores).
+  int64_t overruns() const { return overruns_; }
+
 private:
   SegmentResult run_local(const Plan& plan, int64_t t, int64_t iterations, double anchor, double origin);
   SegmentResult run_server(const Plan& plan, int64_t t, int64_t max_iterations, double anchor, double origin,
@@ -80,6 +83,7 @@ private:
   std::unique_ptr<Channel> channel_;
   std::unique_ptr<ParameterServer> server_;  // rank 0
   std::vector<int> groups_of_;               // the groups group_ was split for
+  int64_t overruns_ = 0;
   double server_iterations_ = 0.0;           // global batches the server segments applied, exactly
   int64_t server_counted_ = 0;               // ... and as counted in whole iterations
   std::unique_ptr<GroupComm> group_;

@@ -11,6 +11,9 @@
 namespace tandem {
 
 namespace {
+// A number as JSON: a diverged loss is NaN or infinite, which JSON cannot hold.
+std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+
 std::FILE* open_or_fail(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) TANDEM_FAIL_HINT("check the run directory is writable", "cannot open trace file '", path, "'");
@@ -28,18 +31,19 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
   auto out = std::back_inserter(line_);
   fmt::format_to(out,
                  "{{\"event\":\"iteration\",\"iteration\":{},\"epoch\":{},\"global_batch\":{},\"lr\":{:.6g},"
-                 "\"loss\":{:.6g},\"correct\":{},\"step_ms\":{:.4f},\"wall_s\":{:.4f},\"workers\":[",
-                 r.iteration, r.epoch, r.global_batch, r.lr, r.loss, r.correct, r.step_ms, r.wall_s);
+                 "\"loss\":{},\"correct\":{},\"step_ms\":{:.4f},\"wall_s\":{:.4f},\"workers\":[",
+                 r.iteration, r.epoch, r.global_batch, r.lr, json_number(r.loss), r.correct, r.step_ms, r.wall_s);
   for (size_t i = 0; i < workers.size(); ++i) {
     const WorkerStats& w = workers[i];
     fmt::format_to(out,
                    "{}{{\"rank\":{},\"local_batch\":{},\"data_ms\":{:.4f},\"compute_ms\":{:.4f},"
                    "\"real_compute_ms\":{:.4f},\"idle_ms\":{:.4f},\"comm_ms\":{:.4f},"
                    "\"stats_ms\":{:.4f},\"optimizer_ms\":{:.4f},"
-                   "\"step_ms\":{:.4f},\"samples_per_s\":{:.1f},\"loss_sum\":{:.6g},\"correct\":{},"
+                   "\"step_ms\":{:.4f},\"samples_per_s\":{:.1f},\"loss_sum\":{},\"correct\":{},"
                    "\"memory_mb\":{:.2f},\"speed\":{:.4g}}}",
                    i ? "," : "", w.rank, w.local_batch, w.data_ms, w.compute_ms, w.real_compute_ms,
-                   w.idle_ms, w.comm_ms, w.stats_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, w.loss_sum, w.correct, w.memory_mb,
+                   w.idle_ms, w.comm_ms, w.stats_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, json_number(w.loss_sum),
+                   w.correct, w.memory_mb,
                    w.speed);
     if (w.sync_mode != 0) {  // a relaxed-sync segment: its steps and pushes
       line_.pop_back();

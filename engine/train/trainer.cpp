@@ -441,6 +441,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
         rec.staleness_max = seg.server.staleness_max;
         rec.server_busy_ms = seg.server.busy_ms;
         rec.staleness_histogram = seg.server.staleness_histogram;
+        if (plan.sync.mode == SyncMode::local) rec.updates = 1;  // one model average
         rec.segment_ms = seg.end_ms - seg_start;
         decision = PolicyReport{};
         std::optional<Plan> decided;
@@ -637,6 +638,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       break;
     }
   }
+  overruns += segments.overruns();
   if (overruns > t / 20)
     spdlog::warn("rank {}: {} of {} steps computed longer than their emulated time (the cores are oversubscribed); "
                  "lower emulation.reference or use fewer workers for a faithful emulation", rank, overruns, t);
@@ -645,7 +647,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   decision = PolicyReport{};  // the last iteration's stats were decided on by no one
   record(t - 1);
 
-  if (summary.stop_reason == "epochs" && cfg.stop.max_iterations && t == *cfg.stop.max_iterations &&
+  // (>=: a relaxed-sync segment's in-flight updates may carry it a little past.)
+  if (summary.stop_reason == "epochs" && cfg.stop.max_iterations && t >= *cfg.stop.max_iterations &&
       t < static_cast<int64_t>(std::ceil(cfg.stop.epochs * static_cast<double>(per_epoch))))
     summary.stop_reason = "max_iterations";
   summary.iterations = t;

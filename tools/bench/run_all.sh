@@ -9,3 +9,4 @@ mkdir -p bench-results
 "$build"/bench/tandem_kernels --out bench-results/kernels.json
 "$build"/bench/tandem_policy_bench --out bench-results/policy_cost.json
 /usr/bin/python3 tools/bench/hetero_policies.py "$build" --out bench-results/hetero_policies.json
+/usr/bin/python3 tools/bench/sync_modes.py "$build" --out bench-results/sync_modes.json

@@ -27,6 +27,14 @@
 #include "engine/script/repl.hpp"
 #include "engine/script/repl_client.hpp"
 #include "engine/train/run_dir.hpp"
+#include "engine/data/datasets.hpp"
+#include "engine/data/sampler.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/nn/sgd.hpp"
+#include "engine/sim/simulator.hpp"
+#include "engine/train/batch_loader.hpp"
+#include "engine/train/calibration.hpp"
+#include "engine/train/step.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
@@ -45,6 +53,10 @@ usage:
       as those ranks. The run directory (default runs/<name>-<timestamp>) gets
       config.json, log.txt, trace.jsonl, trace.perfetto.json and summary.json.
       --repl: this terminal is a Lua prompt into the running job (see attach).
+  tandem sim EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR]
+      Run the experiment's policy against a simulated cluster (the emulation
+      settings over this machine's calibration, sim.* for noise and the network)
+      instead of training; writes the same trace and summary as a run.
   tandem attach RUN_DIR
       A Lua prompt into a running job through the socket in its run directory:
       workers(), plan(), history(n), policy(), swap('boa'), set(key, value),
@@ -62,6 +74,51 @@ std::vector<std::string> operator+(std::vector<std::string> a, const std::vector
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "tandem: %s\n\n%s", msg.c_str(), kUsage);
   return 2;
+}
+
+// tandem sim EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR]
+int cmd_sim(const std::vector<std::string>& args) {
+  std::string experiment;
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--out" || a == "--workers" || a == "--log-level") {
+      if (i + 1 >= args.size()) return usage_error(a + " needs a value");
+      overrides.push_back((a == "--out" ? "out_dir=" : a == "--workers" ? "workers=" : "log_level=") + args[++i]);
+    } else if (a.rfind("--", 0) == 0) {
+      return usage_error("unknown option '" + a + "'");
+    } else if (a.find('=') != std::string::npos) {
+      overrides.push_back(a);
+    } else if (experiment.empty()) {
+      experiment = a;
+    } else {
+      return usage_error("more than one experiment file given ('" + experiment + "' and '" + a + "')");
+    }
+  }
+  if (experiment.empty()) return usage_error("sim needs an experiment file");
+  const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+  tandem::log::set_level(cfg.log_level);
+  // This machine's compute for the model is the emulation's reference: given by the
+  // experiment (a real run's calibration.json), or measured now, as a real run does.
+  auto data = tandem::make_dataset(cfg.data, /*train=*/true);
+  tandem::GlobalSampler sampler(data->size(), cfg.global_batch, cfg.seed);
+  tandem::Model model(tandem::cpu_device(), cfg.model, cfg.seed, 2 + 2 * static_cast<size_t>(cfg.workers));
+  tandem::DeviceProfile machine;
+  if (cfg.emulation.calibration) {
+    machine = *cfg.emulation.calibration;
+  } else {
+    tandem::Sgd sgd(tandem::cpu_device(), model.param_count(), cfg.optimizer);
+    tandem::TrainStep step(model, sgd);
+    tandem::BatchLoader loader(*data, sampler, tandem::cpu_device());
+    machine = tandem::calibrate_compute(step, loader, cfg.global_batch, model, cfg.optimizer);
+  }
+  std::unique_ptr<tandem::PolicyHost> policy;
+  if (!cfg.policy.file.empty())
+    policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, cfg.workers));
+  const tandem::SimSummary s =
+      tandem::simulate(cfg, machine, model.grads_with_tail_count(), sampler.iterations_per_epoch(), policy.get());
+  std::printf("%s\n", s.run.run_dir.c_str());
+  return 0;
 }
 
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
@@ -187,6 +244,7 @@ int main(int argc, char** argv) {
     const std::string cmd = args[0];
     args.erase(args.begin());
     if (cmd == "run") return cmd_run(args, &argc, &argv);
+    if (cmd == "sim") return cmd_sim(args);
     if (cmd == "attach") {
       if (args.size() != 1) return usage_error("attach needs the run directory of a running job");
       return tandem::attach_console(args[0], {});

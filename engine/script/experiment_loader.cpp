@@ -243,6 +243,12 @@ ExperimentConfig to_config(json& j) {
   c.out_dir = get<std::string>(j, "out_dir");
   c.save_params = get<bool>(j, "save_params");
   c.console = get<bool>(j, "console");
+  const json& sim = field(j, "sim", "");
+  c.sim.noise = get<double>(sim, "noise", "sim.");
+  c.sim.seed = get<uint64_t>(sim, "seed", "sim.");
+  c.sim.latency_us = get<double>(sim, "latency_us", "sim.");
+  c.sim.bandwidth_gb_s = get<double>(sim, "bandwidth_gb_s", "sim.");
+  c.sim.trace_every = get<int64_t>(sim, "trace_every", "sim.");
 
   c.workers = get<int>(j, "workers");
   c.collective_timeout_s = get<double>(j, "collective_timeout_s");

@@ -132,6 +132,17 @@ struct DeviceConfig {
   bool tf32 = false;                    // cuda: TF32 tensor cores for float32 GEMMs and convolutions
 };
 
+// `tandem sim`: the cluster model the simulator runs the policy against
+// (engine/sim/simulator.hpp). Compute comes from the emulation settings (speeds,
+// profiles, events, random slowdowns, speed trace) over the machine calibration.
+struct SimConfig {
+  double noise = 0.0;            // sigma of a log-normal multiplier on every compute time
+  uint64_t seed = 1;
+  double latency_us = 5.0;       // per message of the ring all-reduce
+  double bandwidth_gb_s = 10.0;  // per link
+  int64_t trace_every = 1;       // trace every n-th iteration (thousands of workers write a lot)
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   std::string source;  // the experiment file
@@ -152,6 +163,7 @@ struct ExperimentConfig {
   double collective_timeout_s = 300.0;  // a collective not done by then aborts the run, naming the missing ranks
   int blas_threads = 1;
   DeviceConfig device;
+  SimConfig sim;
   std::string log_level = "info";
   std::string out_dir;         // empty: runs/<name>-<timestamp>
   bool save_params = false;    // write the final parameters to <run dir>/params.f32

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "engine/core/error.hpp"
 
@@ -36,6 +37,18 @@ void write_binary_file(const std::string& path, const void* data, size_t bytes) 
 
 void write_text_file(const std::string& path, const std::string& text) {
   write_binary_file(path, text.data(), text.size());
+}
+
+}  // namespace tandem
+
+namespace tandem {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) TANDEM_FAIL("cannot read '", path, "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace tandem

@@ -12,6 +12,8 @@ namespace tandem {
 // Default location: runs/<name>-<YYYYmmdd-HHMMSS>; an explicit directory is used as is.
 std::string make_run_dir(const std::string& requested, const std::string& experiment_name);
 void write_text_file(const std::string& path, const std::string& text);
+// The whole file; fails naming it when it cannot be read.
+std::string read_text_file(const std::string& path);
 void write_binary_file(const std::string& path, const void* data, size_t bytes);
 
 }  // namespace tandem

@@ -80,6 +80,14 @@ M.schema = record {
                              .. '1e-3 relative precision)' }),
   log_level = string_('info', { one_of = { 'trace', 'debug', 'info', 'warn', 'error', 'off' } }),
   out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
+  -- tandem sim: the cluster model (engine/sim/simulator.hpp); compute comes from emulation.
+  sim = record {
+    noise = number(0, { min = 0, doc = 'sigma of a log-normal multiplier on every compute time' }),
+    seed = integer(1, { min = 0, max = MAX_SEED }),
+    latency_us = number(5, { min = 0, doc = 'ring all-reduce: latency per message' }),
+    bandwidth_gb_s = number(10, { gt = 0, doc = 'ring all-reduce: bandwidth per link' }),
+    trace_every = integer(1, { min = 1, doc = 'trace every n-th iteration (thousands of workers write a lot)' }),
+  },
   console = boolean(true, { doc = 'rank 0 listens on <run dir>/repl.sock (owner only) for tandem attach' }),
   save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32' }),
 

@@ -10,3 +10,5 @@ mkdir -p bench-results
 "$build"/bench/tandem_policy_bench --out bench-results/policy_cost.json
 /usr/bin/python3 tools/bench/hetero_policies.py "$build" --out bench-results/hetero_policies.json
 /usr/bin/python3 tools/bench/sync_modes.py "$build" --out bench-results/sync_modes.json
+/usr/bin/python3 tools/bench/sim_scale.py "$build" --out bench-results/sim_scale.json
+/usr/bin/python3 tools/bench/sim_fidelity.py "$build" --out bench-results/sim_fidelity.json

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""tandem sim end to end, on a cluster model with no timing noise from this machine
+(an explicit linear calibration, 0.02 ms a sample + 1 ms): 4 workers at speeds 1, 1,
+0.5, 0.25 under lbb. The run directory has the files a real run has; the summary
+says simulated, its throughput is the iterations' samples over the simulated time;
+lbb balances the simulated cluster (the slowest compute within 15% of the fastest
+at the end, efficiency above 0.85 of the ideal); the equal split does not (the
+straggler's compute 4x the fastest's); a policy's plan applies two iterations after
+the stats it was decided on, as in real runs; 64 workers run too.
+
+usage: test_sim.py TANDEM_BINARY SCRATCH_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+TANDEM, SCRATCH = sys.argv[1], sys.argv[2]
+CAL = ["emulation.calibration.batch=1,64,512", "emulation.calibration.ms=1.02,2.28,11.24",
+       "emulation.calibration.host_ms=0.1,0.1,0.1"]
+COMMON = ["scripts/experiments/quickstart.lua", "global_batch=512", "stop.max_iterations=200",
+          "emulation.reference=0.5", "log_level=warn"] + CAL
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def sim(name, args):
+    out = os.path.join(SCRATCH, name)
+    shutil.rmtree(out, ignore_errors=True)
+    r = subprocess.run([TANDEM, "sim"] + COMMON + args + ["--out", out], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        fail(f"tandem sim {name} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    for f in ("config.json", "trace.jsonl", "trace.perfetto.json", "summary.json"):
+        if not os.path.getsize(os.path.join(out, f)):
+            fail(f"{name}: the run directory lacks {f}")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(out, "trace.jsonl")) as f:
+        rows = [json.loads(l) for l in f if '"event":"iteration"' in l]
+    return summary, rows
+
+
+def spread(row):
+    ms = [w["compute_ms"] for w in row["workers"] if w["local_batch"] > 0]
+    return max(ms) / min(ms)
+
+
+os.makedirs(SCRATCH, exist_ok=True)
+speeds = ["--workers", "4", "emulation.speeds=1,1,0.5,0.25"]
+s, rows = sim("lbb", speeds + ["policy.file=lbb"])
+if not s.get("simulated"):
+    fail("the summary does not say simulated")
+if s["iterations"] != 200 or len(rows) != 200:
+    fail(f"200 iterations asked, {s['iterations']} simulated, {len(rows)} traced")
+total_ms = sum(r["step_ms"] for r in rows)
+if abs(s["samples_per_s"] - 512 * 200 / (total_ms / 1000)) > 1e-3 * s["samples_per_s"]:
+    fail(f"samples/s {s['samples_per_s']} is not the traced steps' {512 * 200 / (total_ms / 1000)}")
+if spread(rows[-1]) > 1.15:
+    fail(f"lbb left the compute times {spread(rows[-1]):.2f}x apart: {rows[-1]['workers']}")
+if s["efficiency"] < 0.85:
+    fail(f"lbb reached only {s['efficiency']:.2f} of the ideal")
+# The timing contract: a plan decided on iteration t's stats is in force from t+2.
+for r in rows:
+    p = r.get("policy", {})
+    if p.get("event") == "plan":
+        if p["from_iteration"] != r["iteration"] - 1 or p["applies_from"] != r["iteration"] + 1:
+            fail(f"decision at iteration {r['iteration']}: {p}")
+        nxt = rows[r["iteration"] + 1] if r["iteration"] + 1 < len(rows) else None
+        if nxt and [w["local_batch"] for w in nxt["workers"]] != p["plan"]:
+            fail(f"the plan of iteration {r['iteration']} did not apply at {r['iteration'] + 1}")
+
+e, erows = sim("equal", speeds)
+if spread(erows[-1]) < 3.5:
+    fail(f"with the equal split the 4x slower worker should compute ~4x longer, got {spread(erows[-1]):.2f}")
+if not e["efficiency"] < s["efficiency"]:
+    fail(f"equal ({e['efficiency']:.2f}) should be less efficient than lbb ({s['efficiency']:.2f})")
+
+big, _ = sim("lbb64", ["--workers", "64", "emulation.speeds=" + ",".join(["1"] * 48 + ["0.5"] * 16),
+                        "policy.file=lbb", "global_batch=4096", "stop.epochs=10", "stop.max_iterations=100"])
+if big["efficiency"] < 0.8:
+    fail(f"64 workers: lbb at {big['efficiency']:.2f} of the ideal")
+print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}")

@@ -314,9 +314,15 @@ const char* PolicyFailure::kind_name() const {
 
 // The state's allocator: realloc with a cap. Refusing makes Lua raise "not enough
 // memory" in the call that asked.
+// The memory cap holds for what runs inside a protected call (the policy's code and
+// the stats tables built for it): there a refusal is a Lua error the host turns
+// into a failed call. The host's own few pushes around a call run unprotected,
+// where a refusal would be a panic that ends the process, so they are not capped
+// (enforce is false outside the call; call() sets it on entering the protected part).
 struct PolicySandbox::Allocator {
   size_t used = 0, cap = 0;
   bool refused = false;
+  bool enforce = true;  // the set-up is protected too
   static void* alloc(void* ud, void* ptr, size_t old_size, size_t new_size) {
     auto* a = static_cast<Allocator*>(ud);
     if (new_size == 0) {
@@ -324,7 +330,7 @@ struct PolicySandbox::Allocator {
       a->used -= old_size;
       return nullptr;
     }
-    if (new_size > old_size && a->used - old_size + new_size > a->cap) {
+    if (a->enforce && new_size > old_size && a->used - old_size + new_size > a->cap) {
       a->refused = true;
       return nullptr;
     }
@@ -351,6 +357,7 @@ PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits
                                                    "policy.memory_mb = " + std::to_string(limits.memory_mb) +
                                                    " MB (" + why + "); raise policy.memory_mb");
   }
+  alloc_->enforce = false;  // capped again inside every call (call())
 
   try {
     load_file(L_, path, "policy");
@@ -389,18 +396,38 @@ double PolicySandbox::memory_mb() const { return static_cast<double>(alloc_->use
 
 // Runs policy[function] under the budget with the nargs arguments on top of the
 // stack (function = null: the function is on the stack below its arguments).
+namespace {
+
+// The protected part of a call: from here on the memory cap holds. Upvalue: the
+// allocator; arguments: the function and its arguments.
+int enter_capped(lua_State* L) {
+  *static_cast<bool*>(lua_touserdata(L, lua_upvalueindex(1))) = true;
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+}  // namespace
+
 void PolicySandbox::call(const char* function, int nargs, int nresults, const std::string& what) {
+  struct Uncap {
+    bool& enforce;
+    ~Uncap() { enforce = false; }
+  } uncap{alloc_->enforce};
+  alloc_->enforce = false;
   if (function) {
     lua_rawgeti(L_, LUA_REGISTRYINDEX, policy_ref_);
     lua_getfield(L_, -1, function);
     lua_remove(L_, -2);
     lua_insert(L_, -(nargs + 1));
   }
+  lua_pushlightuserdata(L_, &alloc_->enforce);
+  lua_pushcclosure(L_, enter_capped, 1);
+  lua_insert(L_, -(nargs + 2));  // below the function and its arguments
   alloc_->refused = false;
   const double start = now_ms();
   ClockScope scope(L_, limits_.budget_ms);
   try {
-    protected_call(L_, nargs, nresults, what);
+    protected_call(L_, nargs + 1, nresults, what);
   } catch (const std::exception& e) {
     last_call_ms_ = now_ms() - start;
     const PolicyFailure::Kind kind = scope.clock.expired ? PolicyFailure::Timeout

@@ -392,3 +392,25 @@ BOOST_AUTO_TEST_CASE(a_broken_policy_at_start_is_an_error_that_says_why) {
                                                   "step = function() end }");
   CHECK_CONTAINS(error_of([&] { PolicyHost host(host_config(init_err), cluster()); }), "needs params.speeds");
 }
+
+// The stats history itself outgrowing the cap (thousands of workers, a small cap):
+// every call fails as out of memory, none takes the process down (the host's own
+// pushes around a call are outside the cap; an unprotected refusal would panic).
+BOOST_AUTO_TEST_CASE(stats_outgrowing_the_cap_fail_calls_not_the_process) {
+  TempDir dir("stats-cap");
+  const std::string file = dir.write("keep.lua", policy("return nil"));
+  PolicySandbox box(file, {1000.0, 2.0});
+  PolicyCluster c = cluster(4096, 8192);
+  c.history = 20;
+  box.init(c);
+  int failed = 0;
+  for (int t = 0; t < 30; ++t) {
+    try {
+      box.step(t, 8192, stats(4096, 2));
+    } catch (const PolicyFailure& f) {
+      BOOST_TEST(f.kind() == PolicyFailure::Memory, f.what());
+      ++failed;
+    }
+  }
+  BOOST_TEST(failed > 0, "2 MB cannot hold 20 iterations of 4096 workers' stats");
+}

@@ -44,7 +44,10 @@ void on_line(char* line) {
     return;
   }
   g.waiting = true;
-  rl_callback_handler_remove();  // no prompt until the answer is in
+  // No prompt until the answer is in. The handler stays installed, so the terminal
+  // stays in readline's mode: a Ctrl-D typed meanwhile still reaches readline
+  // (removing the handler would give the line discipline back its EOF handling).
+  rl_set_prompt("");
 }
 
 // Reads what the server sent; prints every complete answer (NUL-terminated).
@@ -60,10 +63,9 @@ bool read_server() {
     std::fwrite(g.pending.data(), 1, z, stdout);
     std::fflush(stdout);
     g.pending.erase(0, z + 1);
-    if (g.waiting) {
+    if (g.waiting || unasked) {
       g.waiting = false;
-      rl_callback_handler_install("tandem> ", on_line);
-    } else if (unasked) {
+      rl_set_prompt("tandem> ");
       rl_on_new_line();
       rl_redisplay();
     }
@@ -84,6 +86,7 @@ int attach_console(const std::string& run_dir, const std::function<bool()>& job_
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   g.waiting = true;  // the greeting
+  rl_callback_handler_install("", on_line);
   bool open = true;
   while (!g.done) {
     pollfd polls[2] = {{g.fd, POLLIN, 0}, {STDIN_FILENO, static_cast<short>(g.waiting ? 0 : POLLIN), 0}};

@@ -123,8 +123,12 @@ def attach_scenario():
     term = Terminal([TANDEM, "attach", run_dir])
     term.expect("tandem console:", timeout=60)
     term.expect("tandem> ")
-    term.send("workers()\n")
-    table = term.expect("tandem> ")
+    for _ in range(100):  # until an iteration has finished (the greeting comes at start-up)
+        term.send("workers()\n")
+        table = term.expect("tandem> ")
+        if "no iteration has finished yet" not in table:
+            break
+        time.sleep(0.2)
     for word in ("rank", "compute_ms", "samples/s", "class"):
         if word not in table:
             fail(f"workers() shows no {word!r}:\n{table}")
@@ -134,6 +138,7 @@ def attach_scenario():
     term.expect("requested")
     term.send("error('on purpose')\n")
     term.expect("the run is untouched")
+    term.expect("tandem> ")  # the prompt is back, as a person would wait for it
     term.send("\x04")  # Ctrl-D
     term.expect("detached")
     if term.wait() != 0:
@@ -172,7 +177,7 @@ def repl_scenario(workers):
     term.expect("tandem> ", timeout=120)
     term.send("plan()\n")
     term.expect("[128]" if workers == 1 else "[64, 64]")
-    term.send("status().iteration > 0\n")
+    term.send(f"status().workers == {workers}\n")
     term.expect("true")
     term.send("stop()\n")
     term.expect("run finished (console)")

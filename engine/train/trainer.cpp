@@ -77,23 +77,6 @@ DeviceProfile shared_calibration(TrainStep& step, BatchLoader& loader, int64_t m
   return machine;
 }
 
-// The experiment's sync settings as a plan's (one rank: every mode is bsp).
-SyncPlan initial_sync(const ExperimentConfig& cfg, int world) {
-  SyncPlan s;
-  const auto& c = cfg.plan.sync;
-  TANDEM_CHECK_HINT(parse_sync_mode(c.mode, &s.mode), "use sync.mode = 'bsp', 'grouped', 'ksync' or 'local'",
-                    "unknown sync mode '", c.mode, "'");
-  if (world == 1) return SyncPlan{};
-  s.k = c.k > 0 ? c.k : world;
-  s.local_steps = c.local_steps;
-  s.staleness = c.staleness;
-  s.sync_every = c.sync_every;
-  if (s.mode == SyncMode::grouped) {
-    for (int64_t g : c.groups) s.group.push_back(static_cast<int>(g) - 1);
-    if (s.group.empty()) s.group.assign(static_cast<size_t>(world), 0);
-  }
-  return s;
-}
 
 // The iteration's plan, from the experiment (a later issue lets a policy change it).
 // `proportional` gives each worker a share proportional to its emulated throughput
@@ -169,6 +152,24 @@ struct ControlTail {
 
 
 }  // namespace
+
+// The experiment's sync settings as a plan's (one rank: every mode is bsp).
+SyncPlan initial_sync(const ExperimentConfig& cfg, int world) {
+  SyncPlan s;
+  const auto& c = cfg.plan.sync;
+  TANDEM_CHECK_HINT(parse_sync_mode(c.mode, &s.mode), "use sync.mode = 'bsp', 'grouped', 'ksync' or 'local'",
+                    "unknown sync mode '", c.mode, "'");
+  if (world == 1) return SyncPlan{};
+  s.k = c.k > 0 ? c.k : world;
+  s.local_steps = c.local_steps;
+  s.staleness = c.staleness;
+  s.sync_every = c.sync_every;
+  if (s.mode == SyncMode::grouped) {
+    for (int64_t g : c.groups) s.group.push_back(static_cast<int>(g) - 1);
+    if (s.group.empty()) s.group.assign(static_cast<size_t>(world), 0);
+  }
+  return s;
+}
 
 RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& device, PlanPolicy* policy,
                  const ConsoleFactory& make_console) {

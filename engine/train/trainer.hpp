@@ -23,6 +23,9 @@ namespace tandem {
 // complete on rank 0. policy: rank 0's plan policy when the experiment has one
 // (cfg.policy.file), else null; the other ranks pass null and receive its plans
 // with the gradients.
+// The experiment's sync settings (sync = {...}) as a plan's; one rank: bsp.
+SyncPlan initial_sync(const ExperimentConfig& cfg, int world);
+
 // Makes rank 0's live console (the REPL) once the run directory exists.
 using ConsoleFactory = std::function<std::unique_ptr<Console>(const std::string& run_dir)>;
 

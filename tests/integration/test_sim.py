@@ -6,7 +6,8 @@ says simulated, its throughput is the iterations' samples over the simulated tim
 lbb balances the simulated cluster (the slowest compute within 15% of the fastest
 at the end, efficiency above 0.85 of the ideal); the equal split does not (the
 straggler's compute 4x the fastest's); a policy's plan applies two iterations after
-the stats it was decided on, as in real runs; 64 workers run too.
+the stats it was decided on, as in real runs; ksync and grouped segments simulate
+with their counts and staleness bound; 64 workers run too.
 
 usage: test_sim.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -79,8 +80,21 @@ if spread(erows[-1]) < 3.5:
 if not e["efficiency"] < s["efficiency"]:
     fail(f"equal ({e['efficiency']:.2f}) should be less efficient than lbb ({s['efficiency']:.2f})")
 
+# The relaxed modes: ksync drops the straggler's gradients and beats the equal split
+# of bsp; grouped with the straggler alone runs segments with bounded staleness.
+k, krows = sim("ksync", speeds + ["sync.mode=ksync", "sync.k=3"])
+if not (k["sync"]["gradients_dropped"] > 0 and k["efficiency"] > e["efficiency"]):
+    fail(f"ksync k=3: dropped {k['sync']['gradients_dropped']}, efficiency {k['efficiency']:.2f} vs equal's "
+         f"{e['efficiency']:.2f}")
+g, grows = sim("grouped", speeds + ["sync.mode=grouped", "sync.groups=1,1,1,2", "sync.staleness=1"])
+if not all("sync" in r for r in grows) or g["sync"]["staleness_max"] > 1 + 2 - 1:
+    fail(f"grouped: staleness {g['sync']['staleness_max']} past S + G - 1 = 2, or a line without its sync record")
+if g["iterations"] < 200:
+    fail(f"grouped covered {g['iterations']} of 200 iterations")
+
 big, _ = sim("lbb64", ["--workers", "64", "emulation.speeds=" + ",".join(["1"] * 48 + ["0.5"] * 16),
                         "policy.file=lbb", "global_batch=4096", "stop.epochs=10", "stop.max_iterations=100"])
 if big["efficiency"] < 0.8:
     fail(f"64 workers: lbb at {big['efficiency']:.2f} of the ideal")
-print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}")
+print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}, ksync {k['efficiency']:.3f}, grouped "
+      f"{g['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}")

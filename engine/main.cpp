@@ -57,6 +57,9 @@ usage:
       Run the experiment's policy against a simulated cluster (the emulation
       settings over this machine's calibration, sim.* for noise and the network)
       instead of training; writes the same trace and summary as a run.
+  tandem profile EXPERIMENT.lua [key=value ...] [--out FILE]
+      Measure this device's compute for the model by local batch (device=cuda for
+      a GPU) and write it as a Lua table: a measured device for emulation and sim.
   tandem attach RUN_DIR
       A Lua prompt into a running job through the socket in its run directory:
       workers(), plan(), history(n), policy(), swap('boa'), set(key, value),
@@ -118,6 +121,56 @@ int cmd_sim(const std::vector<std::string>& args) {
   const tandem::SimSummary s =
       tandem::simulate(cfg, machine, model.grads_with_tail_count(), sampler.iterations_per_epoch(), policy.get());
   std::printf("%s\n", s.run.run_dir.c_str());
+  return 0;
+}
+
+// tandem profile EXPERIMENT.lua [key=value ...] [--out FILE]: this device's compute
+// for the experiment's model, by local batch, as a Lua table.
+int cmd_profile(const std::vector<std::string>& args) {
+  std::string experiment, out;
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out") {
+      if (i + 1 >= args.size()) return usage_error("--out needs a file");
+      out = args[++i];
+    } else if (args[i].find('=') != std::string::npos) {
+      overrides.push_back(args[i]);
+    } else if (experiment.empty()) {
+      experiment = args[i];
+    } else {
+      return usage_error("profile takes one experiment file");
+    }
+  }
+  if (experiment.empty()) return usage_error("profile needs an experiment file");
+  const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+  tandem::log::set_level(cfg.log_level);
+  const tandem::DeviceChoice device = tandem::choose_device(cfg.device, 0);
+  tandem::Device& dev = *device.device;
+  auto data = tandem::make_dataset(cfg.data, /*train=*/true);
+  tandem::GlobalSampler sampler(data->size(), cfg.global_batch, cfg.seed);
+  tandem::Model model(dev, cfg.model, cfg.seed);
+  tandem::Sgd sgd(dev, model.param_count(), cfg.optimizer);
+  tandem::TrainStep step(model, sgd);
+  tandem::BatchLoader loader(*data, sampler, dev);
+  const tandem::DeviceProfile p = tandem::calibrate_compute(step, loader, cfg.global_batch, model, cfg.optimizer);
+  auto list = [](const std::vector<double>& v) {
+    std::string s = "{ ";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + fmt::format("{:.6g}", v[i]);
+    return s + " }";
+  };
+  const std::string text = fmt::format(
+      "-- tandem profile of {} on {} (model {}, up to local batch {}).\n"
+      "-- batch: local batches; ms: forward + backward; host_ms: loading the batch + the optimizer step.\n"
+      "-- Use it as emulation.calibration = dofile(this file), or as a worker's measured device:\n"
+      "--   local p = dofile(this file); emulation.workers[i].profile = {{ batch = p.batch, ms = p.ms }}\n"
+      "return {{ batch = {}, ms = {}, host_ms = {} }}\n",
+      cfg.name, dev.name(), cfg.model.name, cfg.global_batch, list(p.batch), list(p.ms), list(p.host_ms));
+  if (out.empty()) {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    tandem::write_text_file(out, text);
+    spdlog::info("profile of {} written to {}", dev.name(), out);
+  }
   return 0;
 }
 
@@ -245,6 +298,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (cmd == "run") return cmd_run(args, &argc, &argv);
     if (cmd == "sim") return cmd_sim(args);
+    if (cmd == "profile") return cmd_profile(args);
     if (cmd == "attach") {
       if (args.size() != 1) return usage_error("attach needs the run directory of a running job");
       return tandem::attach_console(args[0], {});

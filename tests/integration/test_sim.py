@@ -7,7 +7,8 @@ lbb balances the simulated cluster (the slowest compute within 15% of the fastes
 at the end, efficiency above 0.85 of the ideal); the equal split does not (the
 straggler's compute 4x the fastest's); a policy's plan applies two iterations after
 the stats it was decided on, as in real runs; ksync and grouped segments simulate
-with their counts and staleness bound; 64 workers run too.
+with their counts and staleness bound; 64 workers run too; tandem profile's output
+works as a measured worker in an experiment.
 
 usage: test_sim.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -96,5 +97,23 @@ big, _ = sim("lbb64", ["--workers", "64", "emulation.speeds=" + ",".join(["1"] *
                         "policy.file=lbb", "global_batch=4096", "stop.epochs=10", "stop.max_iterations=100"])
 if big["efficiency"] < 0.8:
     fail(f"64 workers: lbb at {big['efficiency']:.2f} of the ideal")
+# tandem profile writes a measured device an experiment can use.
+prof = os.path.join(SCRATCH, "cpu_profile.lua")
+r = subprocess.run([TANDEM, "profile", "scripts/experiments/quickstart.lua", "global_batch=64", "log_level=warn",
+                    "--out", prof], capture_output=True, text=True, timeout=300)
+if r.returncode != 0:
+    fail(f"tandem profile exited {r.returncode}: {r.stderr[-1500:]}")
+exp = os.path.join(SCRATCH, "profiled.lua")
+with open(exp, "w") as f:
+    f.write(f"local p = dofile({prof!r})\n"
+            "return { model = 'mlp', data = { name = 'fashion-mnist' }, global_batch = 64, workers = 2,\n"
+            "  stop = { epochs = 1, max_iterations = 10 }, log_level = 'warn',\n"
+            "  emulation = { calibration = p, workers = { { speed = 1 }, { profile = { batch = p.batch, ms = p.ms } } } } }\n")
+out = os.path.join(SCRATCH, "profiled")
+shutil.rmtree(out, ignore_errors=True)
+r = subprocess.run([TANDEM, "sim", exp, "--out", out], capture_output=True, text=True, timeout=300)
+if r.returncode != 0 or not os.path.exists(os.path.join(out, "summary.json")):
+    fail(f"a sim with the measured profile failed: {r.stderr[-1500:]}")
+
 print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}, ksync {k['efficiency']:.3f}, grouped "
       f"{g['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}")

@@ -35,6 +35,7 @@
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/calibration.hpp"
 #include "engine/train/step.hpp"
+#include "kernels/cpu/gemm.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
@@ -101,6 +102,7 @@ int cmd_sim(const std::vector<std::string>& args) {
   if (experiment.empty()) return usage_error("sim needs an experiment file");
   const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
   tandem::log::set_level(cfg.log_level);
+  tandem::cpu::set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   // This machine's compute for the model is the emulation's reference: given by the
   // experiment (a real run's calibration.json), or measured now, as a real run does.
   auto data = tandem::make_dataset(cfg.data, /*train=*/true);
@@ -144,6 +146,7 @@ int cmd_profile(const std::vector<std::string>& args) {
   if (experiment.empty()) return usage_error("profile needs an experiment file");
   const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
   tandem::log::set_level(cfg.log_level);
+  tandem::cpu::set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   const tandem::DeviceChoice device = tandem::choose_device(cfg.device, 0);
   tandem::Device& dev = *device.device;
   auto data = tandem::make_dataset(cfg.data, /*train=*/true);

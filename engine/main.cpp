@@ -163,11 +163,14 @@ int cmd_profile(const std::vector<std::string>& args) {
   };
   const std::string text = fmt::format(
       "-- tandem profile of {} on {} (model {}, up to local batch {}).\n"
-      "-- batch: local batches; ms: forward + backward; host_ms: loading the batch + the optimizer step.\n"
-      "-- Use it as emulation.calibration = dofile(this file), or as a worker's measured device:\n"
-      "--   local p = dofile(this file); emulation.workers[i].profile = {{ batch = p.batch, ms = p.ms }}\n"
-      "return {{ batch = {}, ms = {}, host_ms = {} }}\n",
-      cfg.name, dev.name(), cfg.model.name, cfg.global_batch, list(p.batch), list(p.ms), list(p.host_ms));
+      "-- batch: local batches; ms: forward + backward; host_ms: loading the batch + the optimizer step;\n"
+      "-- memory_mb: device memory the model holds at that batch. With local p = dofile(this file):\n"
+      "--   emulation.calibration = {{ batch = p.batch, ms = p.ms, host_ms = p.host_ms }}, or a measured worker:\n"
+      "--   emulation.workers[i].profile = {{ batch = p.batch, ms = p.ms }}; and for memory caps\n"
+      "--   emulation.memory = {{ batch = p.batch, mb = p.memory_mb }} with emulation.workers[i].memory_mb.\n"
+      "return {{ batch = {}, ms = {}, host_ms = {}, memory_mb = {} }}\n",
+      cfg.name, dev.name(), cfg.model.name, cfg.global_batch, list(p.batch), list(p.ms), list(p.host_ms),
+      list(p.memory_mb));
   if (out.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {

@@ -43,6 +43,7 @@ DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t ma
     profile.batch.push_back(static_cast<double>(b));
     profile.ms.push_back(best);
     profile.host_ms.push_back(load_ms + optimizer_ms);
+    profile.memory_mb.push_back(static_cast<double>(dev.bytes_in_use()) / (1024.0 * 1024.0));
     if (b == max_batch) break;
   }
   return profile;

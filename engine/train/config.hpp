@@ -56,6 +56,8 @@ struct DeviceProfile {
   // (loading the batch + the optimizer step), which the emulated device does not
   // stretch but which must not wait for a core either (trainer.cpp). May be empty.
   std::vector<double> host_ms = {};
+  // tandem profile only: device memory held (MB) after a step at each batch.
+  std::vector<double> memory_mb = {};
 };
 
 struct WorkerEmulation {

@@ -143,7 +143,13 @@ M.schema = record {
         ms = list(number(nil, { gt = 0 }), { doc = 'compute ms at each of those batches' }),
       },
       comm_delay_ms = number(nil, { min = 0 }),
-    }, { doc = 'per rank: speed, or a measured device profile; comm_delay_ms' }),
+      memory_mb = number(nil, { gt = 0, doc = "the worker's device memory: with emulation.memory it caps the "
+                                           .. 'local batch (joins policy.max_batch)' }),
+    }, { doc = 'per rank: speed, or a measured device profile; comm_delay_ms; memory_mb' }),
+    memory = record {
+      batch = list(number(nil, { gt = 0 }), { doc = 'local batches' }),
+      mb = list(number(nil, { gt = 0 }), { doc = "the model's device memory at each (tandem profile's memory_mb)" }),
+    },
     events = list(record {
       worker = integer(0, { min = 0 }),
       speed = number(1, { gt = 0, doc = 'multiplies the worker speed while active' }),
@@ -640,6 +646,41 @@ function M.resolve(exp, overrides, source)
   if pol.max_batch and #pol.max_batch ~= exp.workers then
     fail(ctx, 'policy.max_batch', string.format('policy.max_batch has %d entries for %d workers', #pol.max_batch,
                                                 exp.workers), 'give one largest local batch per worker')
+  end
+
+  -- Memory caps: a worker's device memory over the model's memory by local batch
+  -- (linear between measured batches, extrapolated from the last two) bounds its
+  -- local batch; the bound joins policy.max_batch, the smaller winning.
+  local function memory_at(b, m)
+    local n = #m.batch
+    if n == 1 then return m.mb[1] * b / m.batch[1] end
+    local i = 1
+    while i < n - 1 and b > m.batch[i + 1] do i = i + 1 end
+    local b0, b1, y0, y1 = m.batch[i], m.batch[i + 1], m.mb[i], m.mb[i + 1]
+    return y0 + (y1 - y0) * (b - b0) / (b1 - b0)
+  end
+  for i, w in ipairs(emu.workers or {}) do
+    if w.memory_mb then
+      local m = emu.memory
+      if not (m and m.batch and m.mb and #m.batch == #m.mb and #m.batch > 0) then
+        fail(ctx, string.format('emulation.workers[%d].memory_mb', i),
+             'a worker memory cap needs the model\'s memory by batch: emulation.memory = {batch = {...}, mb = {...}}',
+             'take both lists from `tandem profile` (its batch and memory_mb)')
+      end
+      local lo, hi = 0, exp.global_batch
+      while lo < hi do  -- the largest batch that fits
+        local mid = math.floor((lo + hi + 1) / 2)
+        if memory_at(mid, m) <= w.memory_mb then lo = mid else hi = mid - 1 end
+      end
+      if lo < 1 then
+        fail(ctx, string.format('emulation.workers[%d].memory_mb', i),
+             string.format('worker %d\'s %g MB holds no sample of this model (%.1f MB at batch 1)', i - 1,
+                           w.memory_mb, memory_at(1, m)), 'give it more memory or a smaller model')
+      end
+      pol.max_batch = pol.max_batch or {}
+      for r = 1, exp.workers do pol.max_batch[r] = pol.max_batch[r] or exp.global_batch end
+      pol.max_batch[i] = math.min(pol.max_batch[i], lo)
+    end
   end
 
   -- A relative trace path is read relative to the working directory, else to the

@@ -7,8 +7,9 @@ lbb balances the simulated cluster (the slowest compute within 15% of the fastes
 at the end, efficiency above 0.85 of the ideal); the equal split does not (the
 straggler's compute 4x the fastest's); a policy's plan applies two iterations after
 the stats it was decided on, as in real runs; ksync and grouped segments simulate
-with their counts and staleness bound; 64 workers run too; tandem profile's output
-works as a measured worker in an experiment.
+with their counts and staleness bound; 64 workers run too; a worker's memory cap
+bounds the batches the policy gives it; tandem profile's output works as a measured
+worker, calibration and memory model in an experiment.
 
 usage: test_sim.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -97,6 +98,26 @@ big, _ = sim("lbb64", ["--workers", "64", "emulation.speeds=" + ",".join(["1"] *
                         "policy.file=lbb", "global_batch=4096", "stop.epochs=10", "stop.max_iterations=100"])
 if big["efficiency"] < 0.8:
     fail(f"64 workers: lbb at {big['efficiency']:.2f} of the ideal")
+# A memory cap: worker 0 (the fastest) has 6 MB, the model 5 MB + 0.01 MB a sample:
+# its local batch can never pass 100 once the policy plans.
+capped = os.path.join(SCRATCH, "capped.lua")
+with open(capped, "w") as f:
+    f.write("return { model = 'mlp', data = { name = 'fashion-mnist' }, global_batch = 512, workers = 4,\n"
+            "  stop = { epochs = 10, max_iterations = 100 }, log_level = 'warn', policy = { file = 'lbb' },\n"
+            "  emulation = { reference = 0.5, calibration = { batch = {1, 64, 512}, ms = {1.02, 2.28, 11.24},\n"
+            "                host_ms = {0.1, 0.1, 0.1} }, memory = { batch = {1, 512}, mb = {5.01, 10.12} },\n"
+            "    workers = { { speed = 1, memory_mb = 6 }, { speed = 1 }, { speed = 0.5 }, { speed = 0.25 } } } }\n")
+out = os.path.join(SCRATCH, "memory")
+shutil.rmtree(out, ignore_errors=True)
+r = subprocess.run([TANDEM, "sim", capped, "--out", out], capture_output=True, text=True, timeout=300)
+if r.returncode != 0:
+    fail(f"the memory-capped sim failed: {r.stderr[-1500:]}")
+with open(os.path.join(out, "trace.jsonl")) as f:
+    mrows = [json.loads(l) for l in f if '"event":"iteration"' in l]
+planned = [r["workers"][0]["local_batch"] for r in mrows[3:]]
+if max(planned) > 100:
+    fail(f"worker 0's memory holds 100 samples, the policy gave it {max(planned)}")
+
 # tandem profile writes a measured device an experiment can use.
 prof = os.path.join(SCRATCH, "cpu_profile.lua")
 r = subprocess.run([TANDEM, "profile", "scripts/experiments/quickstart.lua", "global_batch=64", "log_level=warn",
@@ -108,7 +129,9 @@ with open(exp, "w") as f:
     f.write(f"local p = dofile({prof!r})\n"
             "return { model = 'mlp', data = { name = 'fashion-mnist' }, global_batch = 64, workers = 2,\n"
             "  stop = { epochs = 1, max_iterations = 10 }, log_level = 'warn',\n"
-            "  emulation = { calibration = p, workers = { { speed = 1 }, { profile = { batch = p.batch, ms = p.ms } } } } }\n")
+            "  emulation = { calibration = { batch = p.batch, ms = p.ms, host_ms = p.host_ms },\n"
+            "    memory = { batch = p.batch, mb = p.memory_mb },\n"
+            "    workers = { { speed = 1 }, { profile = { batch = p.batch, ms = p.ms }, memory_mb = 4096 } } } }\n")
 out = os.path.join(SCRATCH, "profiled")
 shutil.rmtree(out, ignore_errors=True)
 r = subprocess.run([TANDEM, "sim", exp, "--out", out], capture_output=True, text=True, timeout=300)

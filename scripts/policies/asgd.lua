@@ -24,12 +24,13 @@
 --
 -- save()/restore(): the pending plan's bookkeeping.
 local util = require 'tandem.policy_util'
+local sync_plan = require 'tandem.sync_plan'
 
 local WHO = 'asgd'
 local WAIT = 4 -- observations a returned plan gets to show up before it is re-sent
 
 local policy = {}
-local C, batches, staleness, sync_every, calls, sent_at
+local C, batches, staleness, sync_every, sent
 
 local function int_param(p, key, default, min)
   local v = util.param(p, key, default, min, nil, WHO)
@@ -49,7 +50,7 @@ function policy.init(cluster)
   if not batches then
     error(('%s: every worker needs at least one sample in its own group: %s'):format(WHO, why), 2)
   end
-  calls, sent_at = 0, nil
+  sent = sync_plan.sender()
 end
 
 -- Whether the stats show this policy's plan in force. An engine that reports no
@@ -70,14 +71,8 @@ local function in_force(stats)
 end
 
 function policy.step(stats)
-  calls = calls + 1
-  if in_force(stats) then
-    sent_at = nil
-    return nil
-  end
-  if sent_at and calls - sent_at <= WAIT then return nil end
-  local resent = sent_at ~= nil
-  sent_at = calls
+  local resent = sync_plan.due(sent, in_force(stats), WAIT)
+  if resent == nil then return nil end
   local groups, plan = {}, {}
   for i = 1, C.workers do groups[i], plan[i] = i, batches[i] end
   return {
@@ -88,10 +83,10 @@ function policy.step(stats)
   }
 end
 
-function policy.save() return { policy = WHO, calls = calls, sent_at = sent_at } end
+function policy.save() return { policy = WHO, calls = sent.calls, sent_at = sent.sent_at } end
 
 function policy.restore(state)
-  if type(state) == 'table' and state.policy == WHO then calls, sent_at = state.calls or 0, state.sent_at end
+  if type(state) == 'table' and state.policy == WHO then sent.calls, sent.sent_at = state.calls or 0, state.sent_at end
 end
 
 return policy

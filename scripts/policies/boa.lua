@@ -76,23 +76,10 @@ end
 -- batches (a misprediction at a new batch is the slope being learnt, not a change
 -- of speed) and summing their times.
 local function observe(entry)
-  local workers = entry.workers
+  local watch = { stale = stale, stale_ms = stale_ms, prev_batch = prev_batch }
   for i = 1, C.workers do
-    local w = workers[i]
-    local b, ms = w.local_batch, w.compute_ms
-    if b > 0 and ms > 0 then
-      local m = models[i]
-      if b == prev_batch[i] and m:ready() then
-        local predicted = m:predict(b)
-        if math.abs(ms - predicted) > cfg.model_change * predicted then
-          stale[i], stale_ms[i] = stale[i] + 1, stale_ms[i] + ms
-        else
-          stale[i], stale_ms[i] = 0, 0
-        end
-      end
-      m:observe(b, ms)
-    end
-    prev_batch[i] = b
+    local w = entry.workers[i]
+    util.observe_model(models[i], watch, i, w.local_batch, w.compute_ms, cfg.model_change)
   end
 end
 

@@ -126,24 +126,12 @@ local function track_update(sig) return sync_plan.track_update(track, sig, WAIT)
 -- Observations: speeds and models.
 
 local function observe(entry)
-  local workers = entry.workers
+  local watch = { stale = stale, stale_ms = stale_ms, prev_batch = prev_batch }
   for i = 1, C.workers do
-    local w = workers[i]
+    local w = entry.workers[i]
     local b, ms = w.local_batch or 0, w.compute_ms or 0
-    if b > 0 and ms > 0 then
-      speeds[i]:observe(b / ms)
-      local m = models[i]
-      if b == prev_batch[i] and m:ready() then
-        local predicted = m:predict(b)
-        if math.abs(ms - predicted) > cfg.model_change * predicted then
-          stale[i], stale_ms[i] = stale[i] + 1, stale_ms[i] + ms
-        else
-          stale[i], stale_ms[i] = 0, 0
-        end
-      end
-      m:observe(b, ms)
-    end
-    prev_batch[i] = b
+    if b > 0 and ms > 0 then speeds[i]:observe(b / ms) end
+    util.observe_model(models[i], watch, i, b, ms, cfg.model_change)
   end
 end
 

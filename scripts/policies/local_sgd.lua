@@ -19,12 +19,13 @@
 --
 -- save()/restore(): the pending plan's bookkeeping.
 local util = require 'tandem.policy_util'
+local sync_plan = require 'tandem.sync_plan'
 
 local WHO = 'local_sgd'
 local WAIT = 4 -- observations a returned plan gets to show up before it is re-sent
 
 local policy = {}
-local C, batches, local_steps, calls, sent_at
+local C, batches, local_steps, sent
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)
@@ -33,7 +34,7 @@ function policy.init(cluster)
     error(('%s: params.local_steps must be an integer, got %s'):format(WHO, tostring(local_steps)), 2)
   end
   batches = util.equal_split(C.global_batch, util.solve_minima(C, WHO), C.max_batch)
-  calls, sent_at = 0, nil
+  sent = sync_plan.sender()
 end
 
 -- Whether the stats show this policy's plan in force (an engine that reports no
@@ -44,14 +45,8 @@ local function in_force(stats)
 end
 
 function policy.step(stats)
-  calls = calls + 1
-  if in_force(stats) then
-    sent_at = nil
-    return nil
-  end
-  if sent_at and calls - sent_at <= WAIT then return nil end
-  local resent = sent_at ~= nil
-  sent_at = calls
+  local resent = sync_plan.due(sent, in_force(stats), WAIT)
+  if resent == nil then return nil end
   local plan = {}
   for i = 1, C.workers do plan[i] = batches[i] end
   return {
@@ -61,10 +56,10 @@ function policy.step(stats)
   }
 end
 
-function policy.save() return { policy = WHO, calls = calls, sent_at = sent_at } end
+function policy.save() return { policy = WHO, calls = sent.calls, sent_at = sent.sent_at } end
 
 function policy.restore(state)
-  if type(state) == 'table' and state.policy == WHO then calls, sent_at = state.calls or 0, state.sent_at end
+  if type(state) == 'table' and state.policy == WHO then sent.calls, sent.sent_at = state.calls or 0, state.sent_at end
 end
 
 return policy

@@ -107,6 +107,25 @@ function U.time_models(c, window, who)
   return models
 end
 
+-- Worker i's observation (b samples in ms) for its time model, counting
+-- mispredictions at an unchanged batch (a misprediction at a new batch is the slope
+-- being learnt, not a change of speed) and summing their times, for a refit once
+-- they persist. w = {stale = {}, stale_ms = {}, prev_batch = {}}, by worker.
+function U.observe_model(model, w, i, b, ms, change)
+  if b > 0 and ms > 0 then
+    if b == w.prev_batch[i] and model:ready() then
+      local predicted = model:predict(b)
+      if math.abs(ms - predicted) > change * predicted then
+        w.stale[i], w.stale_ms[i] = w.stale[i] + 1, w.stale_ms[i] + ms
+      else
+        w.stale[i], w.stale_ms[i] = 0, 0
+      end
+    end
+    model:observe(b, ms)
+  end
+  w.prev_batch[i] = b
+end
+
 -- params.solver checked against tandem.minmax's methods (nil: its default).
 function U.solver(params, who)
   local s = params.solver

@@ -2,7 +2,8 @@
 -- force: a plan's signature ('mode|groups|batches', groups renumbered by first
 -- appearance so two numberings of one grouping compare equal), the signature the
 -- stats show, and a tracker that tells when a returned plan has shown up in the
--- stats (or has been waited for too long: the engine may have rejected it).
+-- stats (or has been waited for too long: the engine may have rejected it); and the
+-- send-once logic of the policies that return one fixed plan.
 local M = {}
 
 function M.canonical(groups)
@@ -57,6 +58,24 @@ function M.track_update(track, sig, wait)
       return 'given_up'
     end
   end
+end
+
+-- A fixed plan sent once (asgd, local_sgd): due(sent, shown, wait) says whether to
+-- return it at this call: nil not now (the stats show it, or it was sent less than
+-- `wait` calls ago), false the first time, true again (the stats never showed it).
+-- sent = {calls, sent_at} is what such a policy's save() keeps.
+function M.sender() return { calls = 0, sent_at = nil } end
+
+function M.due(sent, shown, wait)
+  sent.calls = sent.calls + 1
+  if shown then
+    sent.sent_at = nil
+    return nil
+  end
+  if sent.sent_at and sent.calls - sent.sent_at <= wait then return nil end
+  local resent = sent.sent_at ~= nil
+  sent.sent_at = sent.calls
+  return resent
 end
 
 return M

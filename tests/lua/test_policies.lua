@@ -11,15 +11,10 @@ local pm = require 'tandem.perf_model'
 local minmax = require 'tandem.minmax'
 local util = require 'tandem.policy_util'
 
-local root = package.tandem_root or '.'
+local fixtures = require 'tests.lua.policy_fixtures'
+local load_policy = fixtures.load_policy
 
-local function load_policy(name) return dofile(root .. '/scripts/policies/' .. name .. '.lua') end
-
--- Deterministic noise in [-1, 1]: a hash of (i, t), so runs repeat exactly.
-local function noise(i, t)
-  local x = math.sin(i * 12.9898 + t * 78.233) * 43758.5453
-  return 2 * (x - math.floor(x)) - 1
-end
+local noise = fixtures.noise
 
 local function equal_batches(B, n)
   local lo, hi = {}, {}
@@ -264,18 +259,7 @@ T.test('a plan that never shows up is given up, and the policy decides again', f
   T.ok(worst <= 1.05, where)
 end)
 
--- A deep copy that accepts only what the engine can carry between Lua states.
-local function plain_copy(v, path)
-  local kind = type(v)
-  if kind == 'number' or kind == 'string' or kind == 'boolean' or kind == 'nil' then return v end
-  if kind ~= 'table' then T.fail(('save() holds a %s at %s'):format(kind, path)) end
-  local out = {}
-  for k, x in pairs(v) do
-    T.ok(type(k) == 'number' or type(k) == 'string', 'plain keys at ' .. path)
-    out[k] = plain_copy(x, path .. '.' .. tostring(k))
-  end
-  return out
-end
+local plain_copy = fixtures.plain_copy
 
 T.test('save()/restore() carries each policy into a fresh instance', function()
   for _, name in ipairs { 'equal', 'proportional', 'boa', 'lbb' } do

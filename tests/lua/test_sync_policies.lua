@@ -19,16 +19,10 @@
 local T = require 'tandem.testing'
 local util = require 'tandem.policy_util'
 
-local root = package.tandem_root or '.'
+local fixtures = require 'tests.lua.policy_fixtures'
+local path_of, load_policy = fixtures.policy_path, fixtures.load_policy
 
-local function path_of(name) return root .. '/scripts/policies/' .. name .. '.lua' end
-local function load_policy(name) return dofile(path_of(name)) end
-
--- Deterministic noise in [-1, 1]: a hash of (i, t), so runs repeat exactly.
-local function noise(i, t)
-  local x = math.sin(i * 12.9898 + t * 78.233) * 43758.5453
-  return 2 * (x - math.floor(x)) - 1
-end
+local noise = fixtures.noise
 
 ---------------------------------------------------------------------------------
 -- The rules of a plan table (README, "Balancing policies", and engine/train/plan.cpp).
@@ -550,18 +544,7 @@ end)
 ---------------------------------------------------------------------------------
 -- save()/restore(), the sandbox's limits
 
--- A deep copy that accepts only what the engine can carry between Lua states.
-local function plain_copy(v, path)
-  local kind = type(v)
-  if kind == 'number' or kind == 'string' or kind == 'boolean' or kind == 'nil' then return v end
-  if kind ~= 'table' then T.fail(('save() holds a %s at %s'):format(kind, path)) end
-  local out = {}
-  for k, x in pairs(v) do
-    T.ok(type(k) == 'number' or type(k) == 'string', 'plain keys at ' .. path)
-    out[k] = plain_copy(x, path .. '.' .. tostring(k))
-  end
-  return out
-end
+local plain_copy = fixtures.plain_copy
 
 T.test('save()/restore() carries each of the four into a fresh instance', function()
   for _, case in ipairs {

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "engine/core/error.hpp"
 
@@ -89,6 +90,25 @@ void load_file(lua_State* L, const std::string& path, const std::string& what = 
 void require_module(lua_State* L, const char* module);
 // Pushes require(module)[function], ready for protected_call.
 void push_module_function(lua_State* L, const char* module, const char* function);
+
+// Fields of the table on top of the stack, and a list of integers as a new table:
+// what the engine's state tables for Lua (policy stats, console answers) are made of.
+inline void set_number(lua_State* L, const char* key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+inline void set_string(lua_State* L, const char* key, const std::string& v) {
+  lua_pushlstring(L, v.data(), v.size());
+  lua_setfield(L, -2, key);
+}
+template <typename Int>
+void push_int_array(lua_State* L, const std::vector<Int>& v) {
+  lua_createtable(L, static_cast<int>(v.size()), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    lua_pushnumber(L, static_cast<double>(v[i]));
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+}
 
 // The text of the value at idx for a message: strings and numbers as they are, a
 // user error's message, otherwise "(a <type> value)". Never raises.

@@ -124,19 +124,6 @@ void push_json(lua_State* L, const nlohmann::json& j) {
   }
 }
 
-void set_number(lua_State* L, const char* key, double v) {
-  lua_pushnumber(L, v);
-  lua_setfield(L, -2, key);
-}
-
-void push_int_array(lua_State* L, const std::vector<int64_t>& v) {
-  lua_createtable(L, static_cast<int>(v.size()), 0);
-  for (size_t i = 0; i < v.size(); ++i) {
-    lua_pushnumber(L, static_cast<double>(v[i]));
-    lua_rawseti(L, -2, static_cast<int>(i + 1));
-  }
-}
-
 struct ClusterArgs {
   const PolicyCluster* cluster;
 };

@@ -66,15 +66,6 @@ void send_all(int fd, const std::string& text) {
   }
 }
 
-void set_number(lua_State* L, const char* key, double v) {
-  lua_pushnumber(L, v);
-  lua_setfield(L, -2, key);
-}
-void set_string(lua_State* L, const char* key, const std::string& v) {
-  lua_pushstring(L, v.c_str());
-  lua_setfield(L, -2, key);
-}
-
 }  // namespace
 
 int connect_console(const std::string& socket_path) {
@@ -124,7 +115,6 @@ ReplConsole::ReplConsole(const std::string& run_dir, PolicyHost* policy, double 
   ::chmod(path_.c_str(), 0600);
   TANDEM_CHECK(::listen(listen_fd_, 8) == 0, "cannot listen on the console socket ", path_, ": ", std::strerror(errno));
   TANDEM_CHECK(::pipe2(wake_, O_CLOEXEC) == 0, "cannot make the console's wake-up pipe: ", std::strerror(errno));
-  status_ = "starting";
   thread_ = std::thread([this] { accept_loop(); });
 }
 
@@ -164,7 +154,7 @@ void ReplConsole::accept_loop() {
       if (c >= 0) {
         std::lock_guard<std::mutex> lock(mu_);
         clients_.push_back(c);
-        send_all(c, "tandem console: " + status_ + ". help() lists the commands; Ctrl-D detaches.\n" + '\0');
+        send_all(c, "tandem console: " + status() + ". help() lists the commands; Ctrl-D detaches.\n" + '\0');
       }
     }
     for (size_t i = 0; i < fds.size(); ++i) {
@@ -191,6 +181,13 @@ void ReplConsole::accept_loop() {
   }
 }
 
+// Under mu_.
+std::string ReplConsole::status() const {
+  if (iteration_ < 0) return "starting";
+  return "iteration " + std::to_string(iteration_) + " of " + std::to_string(total_) + ", " +
+         std::to_string(workers_) + " worker(s)" + (paused_ ? ", paused" : "");
+}
+
 void ReplConsole::reply(int client, const std::string& text) {
   std::lock_guard<std::mutex> lock(mu_);
   if (std::find(clients_.begin(), clients_.end(), client) == clients_.end()) return;  // detached meanwhile
@@ -201,8 +198,10 @@ void ReplConsole::serve(const ConsoleView& view, ConsoleRequests& requests) {
   std::deque<Command> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    status_ = "iteration " + std::to_string(view.iteration) + " of " + std::to_string(view.total) + ", " +
-              std::to_string(view.workers) + " worker(s)" + (view.paused ? ", paused" : "");
+    iteration_ = view.iteration;
+    total_ = view.total;
+    workers_ = view.workers;
+    paused_ = view.paused;
     todo.swap(queue_);
   }
   view_ = &view;
@@ -336,11 +335,7 @@ int ReplConsole::l_plan(lua_State* L) {
   const ConsoleView& v = *self(L).view_;
   lua_createtable(L, 0, 4);
   if (!v.plan) return 1;
-  lua_createtable(L, static_cast<int>(v.plan->local_batch.size()), 0);
-  for (size_t i = 0; i < v.plan->local_batch.size(); ++i) {
-    lua_pushnumber(L, static_cast<double>(v.plan->local_batch[i]));
-    lua_rawseti(L, -2, static_cast<int>(i + 1));
-  }
+  push_int_array(L, v.plan->local_batch);
   lua_setfield(L, -2, "local_batch");
   set_string(L, "mode", sync_mode_name(v.plan->sync.mode));
   set_string(L, "sync", v.plan->sync.str());

@@ -83,7 +83,11 @@ private:
   std::condition_variable cv_;
   std::deque<Command> queue_;
   std::vector<int> clients_;
-  std::string status_;  // the greeting's state line, updated at every boundary
+  // The greeting's state (the last boundary's), formatted only when a client attaches.
+  std::string status() const;
+  int64_t iteration_ = -1, total_ = 0;
+  int workers_ = 0;
+  bool paused_ = false;
   // While a command runs: what it may read and ask, who asked, what it printed.
   const ConsoleView* view_ = nullptr;
   ConsoleRequests* requests_ = nullptr;

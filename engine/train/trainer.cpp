@@ -411,7 +411,6 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
         decision = PolicyReport{};
         record(t - 1);
       }
-      for (WorkerStats& r : reports) r.valid = 0;
       const double seg_start = now_ms();
       const int64_t to_eval = eval_every - t % eval_every;
       const SegmentResult seg = segments.run(plan, t, std::min(total - t, to_eval), anchor, origin, &version);

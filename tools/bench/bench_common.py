@@ -4,6 +4,7 @@ a calibration per run would add its noise), and the ideal throughput of an emula
 cluster (the sum of each worker's own samples/s, each measured alone)."""
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -61,3 +62,13 @@ class Runner:
 
     def __call__(self, name, args, experiment=None):
         return run(self.build, self.root, name, args + self.common, experiment or self.experiment)
+
+
+def versus_torch(ours, theirs, flops, peak):
+    """One row of a tandem-vs-PyTorch table: the medians of alternating runs (samples/s
+    of each, the FLOP/s tandem's steps executed), their ratio, and tandem's FLOP/s as a
+    fraction of the peak measured on the same device."""
+    return {"tandem_samples_per_s": statistics.median(ours), "torch_samples_per_s": statistics.median(theirs),
+            "ratio": statistics.median(ours) / statistics.median(theirs),
+            "tandem_gflops": statistics.median(flops) / 1e9,
+            "fraction_of_sgemm_peak": statistics.median(flops) / peak}

@@ -22,7 +22,6 @@ usage: tools/bench/gpu_vs_torch.py BUILD_DIR [--steps 300] [--reps 3] [--tf32] [
 import argparse
 import gzip
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ import time
 import numpy as np
 import torch
 
-from bench_common import write_result
+from bench_common import versus_torch, write_result
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # the same normalisation as engine/data
@@ -118,14 +117,7 @@ def main():
             ours.append(r["samples_per_s"])
             flops.append(r["flops"])
             theirs.append(torch_run(name, x, y, batch, args.steps, args.warmup))
-        row = {
-            "model": name, "batch": batch,
-            "tandem_samples_per_s": statistics.median(ours),
-            "torch_samples_per_s": statistics.median(theirs),
-            "ratio": statistics.median(ours) / statistics.median(theirs),
-            "tandem_gflops": statistics.median(flops) / 1e9,
-            "fraction_of_sgemm_peak": statistics.median(flops) / peak,
-        }
+        row = {"model": name, "batch": batch, **versus_torch(ours, theirs, flops, peak)}
         rows.append(row)
         print(f"{name:5s} batch {batch:4d}: tandem {row['tandem_samples_per_s']:10.0f} samples/s, "
               f"torch {row['torch_samples_per_s']:10.0f} samples/s, ratio {row['ratio']:.2f}x, "

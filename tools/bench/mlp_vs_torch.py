@@ -19,7 +19,6 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse
 import gzip
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ import time
 import numpy as np
 import torch
 
-from bench_common import write_result
+from bench_common import versus_torch, write_result
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # the same normalisation as engine/data
@@ -101,14 +100,7 @@ def main():
             ours.append(r["samples_per_s"])
             flops.append(r["flops"])
             theirs.append(torch_run(x, y, batch, args.steps, args.warmup))
-        row = {
-            "batch": batch,
-            "tandem_samples_per_s": statistics.median(ours),
-            "torch_samples_per_s": statistics.median(theirs),
-            "ratio": statistics.median(ours) / statistics.median(theirs),
-            "tandem_gflops": statistics.median(flops) / 1e9,
-            "fraction_of_sgemm_peak": statistics.median(flops) / peak,
-        }
+        row = {"batch": batch, **versus_torch(ours, theirs, flops, peak)}
         rows.append(row)
         print(f"batch {batch:4d}: tandem {row['tandem_samples_per_s']:9.0f} samples/s, "
               f"torch {row['torch_samples_per_s']:9.0f} samples/s, ratio {row['ratio']:.2f}x, "

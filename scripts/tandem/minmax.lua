@@ -21,6 +21,14 @@
 -- lo_i) keeps every time <= T*. Only monotonicity is used, so the finish is exact
 -- for any nondecreasing model; the bound only decides how much work is left to it
 -- (with a tight bound, under N samples: the floors' fractions).
+-- One case makes any bound loose: a worker pinned at its minimum whose t_i(lo_i)
+-- alone sets T* (a slow device's fixed cost above what the others need). Then the
+-- start at T_lb = T* holds far more than B samples, and step 3 would take them back
+-- one at a time (tens of thousands at 1024 workers). So a start holding more than B
+-- is lowered first: the largest level T <= T_lb whose start holds at most B, found by
+-- bisection. Its times are <= T <= T* and its sum <= B, which is all step 2's
+-- argument needs (any start with s_i >= lo_i, t_i(s_i) <= T* and sum s <= B); with
+-- the level tight, step 2 again moves under N samples.
 --
 -- Where the bound comes from (opts.method):
 --   'lp'      the LP relaxation, built with lpsolve (the default up to
@@ -35,7 +43,8 @@
 --   'bisect'  the same continuous relaxation solved in Lua by bisection on T over
 --             the models' inverse (the default above 256 workers: lp_solve's simplex
 --             on this LP takes ~0.5 ms at 64 workers, ~8 ms at 256 but ~60-100 ms at
---             1024, past a policy's 50 ms budget; bisection takes a few ms there).
+--             1024, past a policy's 50 ms budget; bisection takes ~1.5 ms there,
+--             interpreted as policies run).
 --   'milp'    lp_solve's branch and bound on the exact integer program (a binary
 --             z_i per droppable worker: b_i <= hi_i z_i, b_i >= z_i,
 --             a*b_i + c*z_i <= T), for comparison; its answer still passes the finish.
@@ -173,6 +182,55 @@ local function start_at(models, T, lo, cap)
   return b
 end
 
+-- Samples the start at level T holds: sum_i clamp(floor(inverse_i(T)), lo_i, cap_i).
+local function start_total(models, T, lo, cap)
+  local s = 0
+  for i = 1, #models do
+    local x = floor(models[i]:inverse(T))
+    if x < lo[i] then x = lo[i] elseif x > cap[i] then x = cap[i] end
+    s = s + x
+  end
+  return s
+end
+
+-- The start for a bound (see the header): start_at(bound), or, when that holds more
+-- than B samples, the start at a level below the bound that holds at most B and
+-- close to B. start_total is nondecreasing in T; the search keeps `low` a level
+-- whose start holds <= B (0: every worker at lo, and sum lo <= B by prepare) and
+-- `high` one holding more, and stops once `low` holds at least B - N samples (the
+-- finish then moves at most N: about what two more passes would cost; identical
+-- workers make start_total jump by their number at one level, so a bracket may
+-- never get closer than that), or after 40 steps; the finish does the rest. The steps are false position (the
+-- Illinois variant, which halves the weight of an end that stays put so the bracket
+-- cannot stall): start_total is close to piecewise linear in T, so a step or two
+-- lands within N/8, where bisection would take ~10 passes over N workers, which
+-- matters for a policy run interpreted every iteration.
+local function tight_start(models, B, lo, cap, bound)
+  local high, high_total = bound, start_total(models, bound, lo, cap)
+  if high_total <= B then return start_at(models, bound, lo, cap) end
+  local low, low_total = 0, start_total(models, 0, lo, cap)
+  local close = #models
+  local w_low, w_high, side = 1, 1, 0
+  for _ = 1, 40 do
+    if B - low_total <= close or high - low <= 1e-12 * high then break end
+    -- Weighted secant through (low, low_total - B) and (high, high_total - B).
+    local f_low, f_high = w_low * (low_total - B), w_high * (high_total - B)
+    local mid = low + (high - low) * f_low / (f_low - f_high)
+    if not (mid > low and mid < high) then mid = 0.5 * (low + high) end
+    local total = start_total(models, mid, lo, cap)
+    if total <= B then
+      low, low_total, w_low = mid, total, 1
+      if side == -1 then w_high = 0.5 * w_high end
+      side = -1
+    else
+      high, high_total, w_high = mid, total, 1
+      if side == 1 then w_low = 0.5 * w_low end
+      side = 1
+    end
+  end
+  return start_at(models, low, lo, cap)
+end
+
 local function lower_bound_from_minima(models, lo)
   local T = 0
   for i = 1, #models do T = max(T, models[i]:predict(lo[i])) end
@@ -284,11 +342,11 @@ function M.solve(models, B, lo, hi, opts)
       -- A failed LP costs time, not exactness: bisection supplies the bound.
       bound = bisect_bound(models, B, lo, cap, T0)
     end
-    b = start_at(models, bound, lo, cap)
+    b = tight_start(models, B, lo, cap, bound)
     info = { method = 'lp', lower_bound = bound, status = r.status }
   elseif method == 'bisect' then
     local bound = bisect_bound(models, B, lo, cap, T0)
-    b = start_at(models, bound, lo, cap)
+    b = tight_start(models, B, lo, cap, bound)
     info = { method = 'bisect', lower_bound = bound }
   elseif method == 'greedy' then
     b = {}

@@ -142,6 +142,31 @@ T.test('64 workers: the LP path reaches lp_solve\'s integer optimum; time per so
          .. '%.3f); milp status %s'):format(B, jit_lp, int_lp, jit_bisect, int_bisect, im.status))
 end)
 
+-- The slowest workers' fixed cost alone sets the optimum (their one sample takes
+-- longer than the fast ones need for dozens), and workers of one type are identical:
+-- the bound's start then holds far more than B samples, and the start must be
+-- lowered before the finish (it moved ~37000 samples one at a time before).
+T.test('a fixed cost that pins the optimum: the start is lowered, the answer stays exact', function()
+  for _, n in ipairs { 8, 64, 1024 } do
+    local models, lo, hi = {}, {}, {}
+    for i = 1, n do
+      local speed = ({ 1, 0.7, 0.5, 0.25 })[math.floor(4 * (i - 1) / n) + 1]
+      models[i] = linear(0.02 / speed, 1 / speed)
+      lo[i], hi[i] = 1, 32 * n
+    end
+    local B = 32 * n
+    local _, Tg = minmax.solve(models, B, lo, hi, { method = 'greedy' })
+    for _, method in ipairs(n <= 64 and { 'lp', 'bisect' } or { 'bisect' }) do
+      local b, Tm, info = minmax.solve(models, B, lo, hi, { method = method })
+      check_allocation(b, B, lo, hi)
+      T.near(Tm, Tg, 1e-9 * Tg, method .. ' equals the greedy reference at ' .. n .. ' workers')
+      T.near(Tm, 1.02 / 0.25, 1e-9, 'the slowest workers\' one sample sets the max')
+      T.ok(info.steps <= n, ('%s at %d workers leaves at most N samples to the finish, left %d')
+                              :format(method, n, info.steps))
+    end
+  end
+end)
+
 T.test('1024 workers solve within a policy budget', function()
   local models, B, lo, hi = big_instance(1024, 65536)
   local t0 = os.clock()

@@ -245,6 +245,7 @@ ExperimentConfig to_config(json& j) {
   c.console = get<bool>(j, "console");
   const json& sim = field(j, "sim", "");
   c.sim.noise = get<double>(sim, "noise", "sim.");
+  c.sim.noise_distribution = get<std::string>(sim, "noise_distribution", "sim.");
   c.sim.seed = get<uint64_t>(sim, "seed", "sim.");
   c.sim.latency_us = get<double>(sim, "latency_us", "sim.");
   c.sim.bandwidth_gb_s = get<double>(sim, "bandwidth_gb_s", "sim.");

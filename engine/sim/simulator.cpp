@@ -17,13 +17,29 @@ namespace tandem {
 
 namespace {
 
-// A log-normal factor with mean 1 for (seed, worker, iteration): counter-based, so
-// any run of the same experiment sees the same noise.
+// A factor with mean 1 for (seed, worker, iteration): counter-based, so any run of
+// the same experiment sees the same noise. sim.noise sets the spread:
+//   lognormal  exp(s z - s^2/2): multiplicative jitter, right-skewed (the default:
+//              measured step times of a busy host look like this);
+//   normal     1 + s z, symmetric;
+//   uniform    1 + s sqrt(3) (2u - 1): standard deviation s, bounded;
+//   spikes     (1 - s) + Exp(s): mostly just under the mean, an exponential tail
+//              of occasional long steps (a time slice lost to another process).
+// The symmetric ones are floored at 0.05 (a time is never negative); keep s below
+// ~0.3 for them, or the floor lifts the mean.
 double noise_factor(const SimConfig& c, int worker, int64_t iteration) {
   if (c.noise <= 0.0) return 1.0;
   Rng rng(mix_seed(mix_seed(c.seed, static_cast<uint64_t>(worker)), static_cast<uint64_t>(iteration)));
-  const double z = rng.normal();
-  return std::exp(c.noise * z - 0.5 * c.noise * c.noise);
+  const double s = c.noise;
+  const std::string& d = c.noise_distribution;
+  if (d == "normal") return std::max(0.05, 1.0 + s * rng.normal());
+  if (d == "uniform") return std::max(0.05, 1.0 + s * std::sqrt(3.0) * (2.0 * rng.uniform() - 1.0));
+  if (d == "spikes") {
+    // 1 - u in (0, 1]: the log is finite.
+    const double excess = -s * std::log(1.0 - static_cast<double>(rng.uniform()));
+    return std::max(0.05, 1.0 - s) + excess;
+  }
+  return std::exp(s * rng.normal() - 0.5 * s * s);
 }
 
 // One relaxed-sync segment (plan.hpp SyncMode), from iteration t, at most
@@ -358,7 +374,7 @@ SimSummary simulate(const ExperimentConfig& cfg, const DeviceProfile& machine, s
   j["efficiency"] = out.ideal_samples_per_s > 0 ? out.run.samples_per_s / out.ideal_samples_per_s : 0.0;
   j["policy_ms_total"] = out.policy_ms;
   j["plan_changes"] = out.plan_changes;
-  j["sim"] = {{"noise", cfg.sim.noise}, {"latency_us", cfg.sim.latency_us}, {"bandwidth_gb_s", cfg.sim.bandwidth_gb_s},
+  j["sim"] = {{"noise", cfg.sim.noise}, {"noise_distribution", cfg.sim.noise_distribution}, {"latency_us", cfg.sim.latency_us}, {"bandwidth_gb_s", cfg.sim.bandwidth_gb_s},
               {"comm_ms", comm_ms}};
   write_text_file(path, j.dump(2) + "\n");
   spdlog::info("simulated {} iterations of {} workers in {:.2f} s: {:.0f} samples/s ({:.2f} of the ideal {:.0f}), "

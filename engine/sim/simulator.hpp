@@ -3,7 +3,7 @@
 // training. Every iteration, each worker's compute time is what the emulator would
 // stretch this machine's calibrated compute to (the same speeds, measured profiles,
 // scheduled and random slowdowns and speed trace as a real emulated run, so a
-// policy sees the same numbers), times optional log-normal noise; the host's part
+// policy sees the same numbers), times optional noise (sim.noise_distribution); the host's part
 // of a step comes from the calibration; the all-reduce is a ring: 2(n-1) messages
 // of latency each and 2(n-1)/n of the gradient's bytes per rank over a link's
 // bandwidth. The step is the slowest worker's compute plus the all-reduce.

@@ -138,7 +138,8 @@ struct DeviceConfig {
 // (engine/sim/simulator.hpp). Compute comes from the emulation settings (speeds,
 // profiles, events, random slowdowns, speed trace) over the machine calibration.
 struct SimConfig {
-  double noise = 0.0;            // sigma of a log-normal multiplier on every compute time
+  double noise = 0.0;              // spread of a mean-1 multiplier on every compute time
+  std::string noise_distribution = "lognormal";  // lognormal | normal | uniform | spikes (see simulator.cpp)
   uint64_t seed = 1;
   double latency_us = 5.0;       // per message of the ring all-reduce
   double bandwidth_gb_s = 10.0;  // per link

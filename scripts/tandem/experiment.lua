@@ -82,7 +82,11 @@ M.schema = record {
   out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
   -- tandem sim: the cluster model (engine/sim/simulator.hpp); compute comes from emulation.
   sim = record {
-    noise = number(0, { min = 0, doc = 'sigma of a log-normal multiplier on every compute time' }),
+    noise = number(0, { min = 0, doc = 'spread of a mean-1 multiplier on every compute time (see noise_distribution)' }),
+    noise_distribution = string_('lognormal', { one_of = { 'lognormal', 'normal', 'uniform', 'spikes' },
+                                                doc = 'lognormal: exp(noise z - noise^2/2); normal: 1 + noise z; '
+                                                   .. 'uniform: standard deviation noise; spikes: exponential '
+                                                   .. 'excess, mean noise, over a floor (a time slice lost now and then)' }),
     seed = integer(1, { min = 0, max = MAX_SEED }),
     latency_us = number(5, { min = 0, doc = 'ring all-reduce: latency per message' }),
     bandwidth_gb_s = number(10, { gt = 0, doc = 'ring all-reduce: bandwidth per link' }),

@@ -9,7 +9,8 @@ straggler's compute 4x the fastest's); a policy's plan applies two iterations af
 the stats it was decided on, as in real runs; ksync and grouped segments simulate
 with their counts and staleness bound; 64 workers run too; a worker's memory cap
 bounds the batches the policy gives it; tandem profile's output works as a measured
-worker, calibration and memory model in an experiment.
+worker, calibration and memory model in an experiment; each noise distribution has
+mean 1, the asked spread, and its shape.
 
 usage: test_sim.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -137,6 +138,24 @@ shutil.rmtree(out, ignore_errors=True)
 r = subprocess.run([TANDEM, "sim", exp, "--out", out], capture_output=True, text=True, timeout=300)
 if r.returncode != 0 or not os.path.exists(os.path.join(out, "summary.json")):
     fail(f"a sim with the measured profile failed: {r.stderr[-1500:]}")
+
+# Noise: each distribution multiplies the noiseless compute by a factor of mean 1 and
+# the asked spread; spikes has its long tail on the slow side only.
+_, base = sim("noise_none", speeds + ["stop.max_iterations=400"])
+for dist in ("lognormal", "normal", "uniform", "spikes"):
+    _, nrows = sim(f"noise_{dist}", speeds + ["stop.max_iterations=400", "sim.noise=0.2",
+                                             f"sim.noise_distribution={dist}"])
+    f = [n["workers"][r]["compute_ms"] / b["workers"][r]["compute_ms"]
+         for n, b in zip(nrows, base) for r in range(4)]
+    mean = sum(f) / len(f)
+    sd = (sum((x - mean) ** 2 for x in f) / len(f)) ** 0.5
+    if abs(mean - 1) > 0.03 or not 0.15 < sd < 0.25:
+        fail(f"sim.noise_distribution={dist}: factor mean {mean:.3f} sd {sd:.3f}, want 1 and ~0.2")
+    skew = sum((x - mean) ** 3 for x in f) / len(f) / sd ** 3
+    if dist == "spikes" and (skew < 1.0 or min(f) < 0.79):
+        fail(f"spikes: skew {skew:.2f}, smallest factor {min(f):.3f}; want a right tail over a floor at 0.8")
+    if dist in ("normal", "uniform") and abs(skew) > 0.3:
+        fail(f"{dist}: skew {skew:.2f}, want symmetric")
 
 print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}, ksync {k['efficiency']:.3f}, grouped "
       f"{g['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}")

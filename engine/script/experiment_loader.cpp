@@ -253,6 +253,22 @@ ExperimentConfig to_config(json& j) {
 
   c.workers = get<int>(j, "workers");
   c.collective_timeout_s = get<double>(j, "collective_timeout_s");
+  const json& ck = field(j, "checkpoint", "");
+  c.checkpoint.every = get<int64_t>(ck, "every", "checkpoint.");
+  c.checkpoint.every_s = get<double>(ck, "every_s", "checkpoint.");
+  c.checkpoint.keep = get<int64_t>(ck, "keep", "checkpoint.");
+  c.checkpoint.final = get<bool>(ck, "final", "checkpoint.");
+  c.max_nonfinite_steps = get<int64_t>(j, "max_nonfinite_steps");
+  if (j.contains("faults") && j["faults"].is_array()) {
+    for (const json& f : j["faults"]) {
+      FaultConfig fc;
+      fc.rank = get<int>(f, "rank", "faults[].");
+      fc.iteration = get<int64_t>(f, "iteration", "faults[].");
+      fc.kind = get<std::string>(f, "kind", "faults[].");
+      fc.during = get<std::string>(f, "during", "faults[].");
+      c.faults.push_back(fc);
+    }
+  }
   const json& plan = field(j, "plan", "");
   c.plan.kind = get<std::string>(plan, "kind", "plan.");
   c.plan.batches = get_list<int64_t>(plan, "batches");

@@ -146,6 +146,23 @@ struct SimConfig {
   int64_t trace_every = 1;       // trace every n-th iteration (thousands of workers write a lot)
 };
 
+// Checkpoints (engine/train/checkpoint.hpp).
+struct CheckpointConfig {
+  int64_t every = 0;    // iterations between checkpoints; 0: none (unless every_s)
+  double every_s = 0;   // seconds of training between checkpoints; 0: none (unless every)
+  int64_t keep = 3;     // the newest kept
+  bool final = true;    // one when the run ends
+  bool enabled() const { return every > 0 || every_s > 0; }
+};
+
+// An injected failure (engine/train/faults.hpp).
+struct FaultConfig {
+  int rank = 0;
+  int64_t iteration = 0;
+  std::string kind = "kill";       // kill (SIGKILL) | stop (SIGSTOP) | nan (a NaN in the gradient)
+  std::string during = "compute";  // compute | allreduce | checkpoint
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   std::string source;  // the experiment file
@@ -163,7 +180,10 @@ struct ExperimentConfig {
   PlanConfig plan;
   EmulationConfig emulation;
   PolicyConfig policy;
-  double collective_timeout_s = 300.0;  // a collective not done by then aborts the run, naming the missing ranks
+  double collective_timeout_s = 30.0;  // a collective not done by then aborts the run, naming the missing ranks
+  CheckpointConfig checkpoint;
+  int64_t max_nonfinite_steps = 5;  // NaN/Inf gradient steps in a row, skipped, after which the run stops
+  std::vector<FaultConfig> faults;  // injected failures, for the reliability tests
   int blas_threads = 1;
   DeviceConfig device;
   SimConfig sim;

@@ -96,7 +96,27 @@ M.schema = record {
   save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32' }),
 
   workers = integer(1, { min = 1, doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),
-  collective_timeout_s = number(300, { gt = 0, doc = 'a collective not done by then aborts the run, naming the missing ranks' }),
+  collective_timeout_s = number(30, { gt = 0, doc = 'a collective not done by then (a worker dead, stopped or hung) '
+                                                  .. 'aborts the run, naming the missing ranks' }),
+  -- Checkpoints (engine/train/checkpoint.hpp): tandem run --resume RUN_DIR continues.
+  checkpoint = record {
+    every = integer(0, { min = 0, doc = 'iterations between checkpoints (0: none, unless every_s)' }),
+    every_s = number(0, { min = 0, doc = 'seconds of training between checkpoints (0: none, unless every)' }),
+    keep = integer(3, { min = 1, doc = 'checkpoints kept (the oldest are deleted)' }),
+    final = boolean(true, { doc = 'a checkpoint when the run ends, when checkpoints are on' }),
+  },
+  max_nonfinite_steps = integer(5, { min = 1, doc = 'steps in a row skipped for a NaN/Inf gradient after which '
+                                                 .. 'the run stops' }),
+  -- Fault injection, for the reliability tests: a worker dies (SIGKILL), stops
+  -- (SIGSTOP) or produces a NaN gradient at an iteration.
+  faults = list(record {
+    rank = integer(0, { min = 0 }),
+    iteration = integer(0, { min = 0 }),
+    kind = string_('kill', { one_of = { 'kill', 'stop', 'nan' } }),
+    during = string_('compute', { one_of = { 'compute', 'allreduce', 'checkpoint' },
+                                  doc = 'kill/stop: in the step\'s compute, in the gradient all-reduce, or '
+                                     .. 'half-way through writing a checkpoint (rank 0 writes them)' }),
+  }, { doc = "testing: {{rank = 1, iteration = 20, kind = 'kill', during = 'allreduce'}}" }),
   plan = record {
     kind = string_('equal', { one_of = { 'equal', 'proportional', 'fixed', 'random' },
                               doc = 'equal split, proportional to emulated speeds, fixed batches, or random '

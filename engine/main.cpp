@@ -1,5 +1,6 @@
 // The tandem command line.
 //   tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl]
+//   tandem run --resume RUN_DIR [key=value ...] [--workers N]
 //   tandem test FILE.lua          run a Lua test file (tests/lua)
 //   tandem version
 // Errors print what failed, where, and what to do, and exit non-zero; nothing is
@@ -27,6 +28,8 @@
 #include "engine/script/repl.hpp"
 #include "engine/script/repl_client.hpp"
 #include "engine/train/run_dir.hpp"
+#include "engine/train/checkpoint.hpp"
+#include <nlohmann/json.hpp>
 #include "engine/data/datasets.hpp"
 #include "engine/data/sampler.hpp"
 #include "engine/nn/model.hpp"
@@ -54,6 +57,12 @@ usage:
       as those ranks. The run directory (default runs/<name>-<timestamp>) gets
       config.json, log.txt, trace.jsonl, trace.perfetto.json and summary.json.
       --repl: this terminal is a Lua prompt into the running job (see attach).
+      Checkpoints: checkpoint.every=ITERATIONS (or every_s=SECONDS), keep=K.
+  tandem run --resume RUN_DIR [key=value ...] [--workers N]
+      Continue a run from the newest good checkpoint in RUN_DIR/checkpoints, with
+      the experiment and overrides in RUN_DIR/config.json (plus any given now).
+      --workers N: on another number of workers (after losing one, say); the global
+      batch stays, the plan is decided again for the new cluster.
   tandem sim EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR]
       Run the experiment's policy against a simulated cluster (the emulation
       settings over this machine's calibration, sim.* for noise and the network)
@@ -180,17 +189,87 @@ int cmd_profile(const std::vector<std::string>& args) {
   return 0;
 }
 
+// --resume RUN_DIR: the experiment file and overrides the run was started with
+// (config.json), the run directory as out_dir; overrides given now come after them
+// and win.
+void resume_settings(const std::string& run_dir, std::string* experiment, std::vector<std::string>* overrides) {
+  const std::string path = run_dir + "/config.json";
+  nlohmann::json cfg;
+  try {
+    cfg = nlohmann::json::parse(tandem::read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    TANDEM_FAIL_HINT("give the run directory of an earlier tandem run", "cannot resume: '", path,
+                     "' is not a run's config (", e.what(), ")");
+  }
+  TANDEM_CHECK_HINT(cfg.contains("source") && cfg["source"].is_string(), "give the run directory of an earlier tandem run",
+                    "cannot resume: '", path, "' does not name its experiment file");
+  *experiment = cfg["source"].get<std::string>();
+  TANDEM_CHECK_HINT(access(experiment->c_str(), R_OK) == 0,
+                    "run tandem from the directory the run was started in, or restore the experiment file",
+                    "cannot resume: the run's experiment file '", *experiment, "' cannot be read");
+  std::vector<std::string> merged;
+  if (cfg.contains("overrides") && cfg["overrides"].is_array())
+    for (const auto& o : cfg["overrides"])
+      if (o.is_string() && o.get<std::string>().rfind("out_dir=", 0) != 0) merged.push_back(o.get<std::string>());
+  // Injected faults happened in the run being resumed; they are not injected again
+  // (and may name a rank the smaller cluster no longer has).
+  merged.push_back("faults={}");
+  merged.insert(merged.end(), overrides->begin(), overrides->end());
+  merged.push_back("out_dir=" + run_dir);
+  *overrides = merged;
+}
+
+// After a multi-rank job failed: where it stands and how to go on.
+void report_failed_job(int status, const std::string& run_dir, int workers) {
+  std::string checkpoint = "no checkpoint was written (set checkpoint.every=ITERATIONS to have them)";
+  for (const std::string& path : tandem::list_checkpoints(tandem::checkpoint_dir(run_dir))) {
+    try {
+      const tandem::CheckpointState s = tandem::read_checkpoint(path);
+      checkpoint = "the last good checkpoint is " + path + " (iteration " + std::to_string(s.iteration) + ")";
+      break;
+    } catch (const tandem::CheckpointRejected&) {
+    }
+  }
+  spdlog::error("the job failed (mpirun exited with status {}; the lines above name the rank that failed and why); "
+                "{}", status, checkpoint);
+  if (checkpoint.rfind("the last", 0) == 0)
+    spdlog::error("  to continue: tandem run --resume {}   (with --workers {} to go on without a lost worker)", run_dir,
+                  workers - 1);
+}
+
+// Starts the ranks through mpirun in a child and waits; returns its exit status.
+pid_t run_ranks(int workers, const std::vector<std::string>& rank_args, bool quiet_stdin) {
+  const pid_t child = fork();
+  TANDEM_CHECK(child >= 0, "cannot fork to start the ranks: ", std::strerror(errno));
+  if (child == 0) {
+    if (quiet_stdin) {
+      // mpirun forwards its stdin to rank 0: it must not take the prompt's keystrokes.
+      const int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    }
+    tandem::launch_local_ranks(workers, std::vector<std::string>{"run"} + rank_args);
+  }
+  return child;
+}
+
+int wait_ranks(pid_t child) {
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
-  std::string experiment, out_dir, level, workers;
+  std::string experiment, out_dir, level, workers, resume;
   std::vector<std::string> overrides;
   bool repl = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--repl") {
       repl = true;
-    } else if (a == "--out" || a == "--log-level" || a == "--workers") {
+    } else if (a == "--out" || a == "--log-level" || a == "--workers" || a == "--resume") {
       if (i + 1 >= args.size()) return usage_error(a + " needs a value");
-      (a == "--out" ? out_dir : a == "--workers" ? workers : level) = args[++i];
+      (a == "--out" ? out_dir : a == "--workers" ? workers : a == "--resume" ? resume : level) = args[++i];
     } else if (a.rfind("--", 0) == 0) {
       return usage_error("unknown option '" + a + "'");
     } else if (a.find('=') != std::string::npos) {
@@ -201,10 +280,20 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
       return usage_error("more than one experiment file given ('" + experiment + "' and '" + a + "')");
     }
   }
-  if (experiment.empty()) return usage_error("run needs an experiment file");
+  if (!resume.empty() && !experiment.empty())
+    return usage_error("--resume takes the experiment from the run directory; give no experiment file ('" +
+                       experiment + "')");
+  if (!resume.empty() && !out_dir.empty()) return usage_error("--resume continues in RUN_DIR itself; drop --out");
+  if (experiment.empty() && resume.empty()) return usage_error("run needs an experiment file (or --resume RUN_DIR)");
   if (!out_dir.empty()) overrides.push_back("out_dir=" + out_dir);
   if (!level.empty()) overrides.push_back("log_level=" + level);
   if (!workers.empty()) overrides.push_back("workers=" + workers);
+  if (!resume.empty()) resume_settings(resume, &experiment, &overrides);
+  auto load = [&] {
+    tandem::ExperimentConfig c = tandem::load_experiment(experiment, overrides);
+    c.resume = !resume.empty();
+    return c;
+  };
 
   // --repl: this terminal becomes the console's prompt. The run directory is fixed
   // here so the prompt knows where the console's socket will be.
@@ -213,33 +302,33 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::atomic<bool> training{true};
   if (!tandem::launched_by_mpi()) {
     // Loaded here first so a broken experiment fails once, before any rank starts.
-    const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+    const tandem::ExperimentConfig cfg = load();
     if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);
     std::vector<std::string> rank_args = args;
-    if (repl) {
-      TANDEM_CHECK_HINT(cfg.console, "leave console = true (the default) to use --repl",
+    // The run directory is fixed here when the prompt needs its socket, or when
+    // several ranks run (after a failure this process says where things stand).
+    if (repl || (cfg.workers > 1 && resume.empty())) {
+      TANDEM_CHECK_HINT(!repl || cfg.console, "leave console = true (the default) to use --repl",
                         "--repl needs the run's console, but the experiment sets console = false");
       repl_dir = tandem::make_run_dir(cfg.out_dir, cfg.name);
       overrides.push_back("out_dir=" + repl_dir);
       rank_args.erase(std::remove(rank_args.begin(), rank_args.end(), std::string("--repl")), rank_args.end());
       rank_args.push_back("out_dir=" + repl_dir);
     }
-    if (cfg.workers > 1 && repl) {
-      // mpirun in a child; the prompt here, until the job ends.
-      const pid_t child = fork();
-      TANDEM_CHECK(child >= 0, "cannot fork to start the ranks: ", std::strerror(errno));
-      if (child == 0) {
-        // mpirun forwards its stdin to rank 0: it must not take the prompt's keystrokes.
-        const int null_fd = ::open("/dev/null", O_RDONLY);
-        if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
-        tandem::launch_local_ranks(cfg.workers, std::vector<std::string>{"run"} + rank_args);
-      }
-      tandem::attach_console(repl_dir, [&] { return waitpid(child, nullptr, WNOHANG) == 0; });
-      int status = 0;
-      waitpid(child, &status, 0);
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    const std::string run_dir = resume.empty() ? repl_dir : resume;
+    if (cfg.workers > 1) {
+      // mpirun in a child; the prompt here (--repl), until the job ends.
+      const pid_t child = run_ranks(cfg.workers, rank_args, repl);
+      // (WNOWAIT: the child is reaped below, where its status is read.)
+      auto running = [&] {
+        siginfo_t info{};
+        return waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+      };
+      if (repl) tandem::attach_console(repl_dir, running);
+      const int status = wait_ranks(child);
+      if (status != 0) report_failed_job(status, run_dir, cfg.workers);
+      return status;
     }
-    if (cfg.workers > 1) tandem::launch_local_ranks(cfg.workers, std::vector<std::string>{"run"} + rank_args);
     if (repl)
       repl_client = std::thread([&] { tandem::attach_console(repl_dir, [&] { return training.load(); }); });
   }
@@ -253,7 +342,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   } join_client{repl_client, training};
   auto comm = tandem::make_world_comm(argc, argv);
   tandem::log::init(comm->rank(), "info");
-  tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+  tandem::ExperimentConfig cfg = load();
   tandem::log::set_level(cfg.log_level);
   if (cfg.workers != comm->size() && comm->rank() == 0 && tandem::launched_by_mpi())
     spdlog::warn("the experiment asks for {} worker(s) but mpirun started {}: training with {}", cfg.workers,

@@ -102,4 +102,20 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_dx, const StepCont
   return dx_;
 }
 
+void BatchNorm::save_state(std::vector<double>& out) const {
+  out.insert(out.end(), running_mean_.begin(), running_mean_.end());
+  out.insert(out.end(), running_var_.begin(), running_var_.end());
+}
+
+void BatchNorm::load_state(const std::vector<double>& in, size_t* at) {
+  const size_t n = running_mean_.size();
+  TANDEM_CHECK(*at + 2 * n <= in.size(), "batch-norm state: ", in.size() - *at, " values left for ", 2 * n,
+               " running statistics (the checkpoint is not of this model)");
+  std::copy(in.begin() + static_cast<std::ptrdiff_t>(*at), in.begin() + static_cast<std::ptrdiff_t>(*at + n),
+            running_mean_.begin());
+  std::copy(in.begin() + static_cast<std::ptrdiff_t>(*at + n), in.begin() + static_cast<std::ptrdiff_t>(*at + 2 * n),
+            running_var_.begin());
+  *at += 2 * n;
+}
+
 }  // namespace tandem

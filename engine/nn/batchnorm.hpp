@@ -32,6 +32,8 @@ public:
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
 
+  void save_state(std::vector<double>& out) const override;
+  void load_state(const std::vector<double>& in, size_t* at) override;
   const std::vector<double>& running_mean() const { return running_mean_; }
   const std::vector<double>& running_var() const { return running_var_; }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/core/device.hpp"
 #include "engine/core/rng.hpp"
@@ -51,6 +52,10 @@ public:
   // dy: gradient of the loss w.r.t. the last forward's output. Returns dx (undefined
   // tensor when need_dx is false: the first layer skips that work).
   virtual const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) = 0;
+  // State that is not a parameter but must survive a checkpoint (batch norm's running
+  // statistics): appended to `out`; restored from `in` at `*at`, which advances.
+  virtual void save_state(std::vector<double>& out) const {}
+  virtual void load_state(const std::vector<double>& in, size_t* at) {}
 
 protected:
   Device& dev_;

@@ -178,4 +178,17 @@ std::string Model::summary() const {
   return os.str();
 }
 
+std::vector<double> Model::layer_state() const {
+  std::vector<double> out;
+  for (const auto& l : layers_) l->save_state(out);
+  return out;
+}
+
+void Model::load_layer_state(const std::vector<double>& state) {
+  size_t at = 0;
+  for (auto& l : layers_) l->load_state(state, &at);
+  TANDEM_CHECK(at == state.size(), "layer state: ", state.size(), " values given, the model's layers hold ", at,
+               " (the checkpoint is not of this model)");
+}
+
 }  // namespace tandem

@@ -37,6 +37,9 @@ public:
   int classes() const { return classes_; }
   Device& device() const { return dev_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // The layers' non-parameter state (batch norm's running statistics), in order.
+  std::vector<double> layer_state() const;
+  void load_layer_state(const std::vector<double>& state);
   // One line per layer with output shape and parameter count.
   std::string summary() const;
   // Multiply-adds of one sample's forward pass.

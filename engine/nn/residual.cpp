@@ -86,4 +86,14 @@ const Tensor& Residual::backward(const Tensor& dy, bool need_dx, const StepConte
   return dx_;
 }
 
+void Residual::save_state(std::vector<double>& out) const {
+  for (const auto& l : body_) l->save_state(out);
+  for (const auto& l : shortcut_) l->save_state(out);
+}
+
+void Residual::load_state(const std::vector<double>& in, size_t* at) {
+  for (auto& l : body_) l->load_state(in, at);
+  for (auto& l : shortcut_) l->load_state(in, at);
+}
+
 }  // namespace tandem

@@ -24,6 +24,8 @@ public:
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
+  void save_state(std::vector<double>& out) const override;
+  void load_state(const std::vector<double>& in, size_t* at) override;
 
 private:
   LayerList body_, shortcut_;

@@ -137,6 +137,30 @@ std::future<SwapResult> PolicyHost::swap(const std::string& path, const std::str
   return swaps_.back().done.get_future();
 }
 
+// The policy thread sleeps between jobs, holding nothing; with the lock held and no
+// job in flight it cannot wake, so the sandbox is ours for the call.
+std::string PolicyHost::saved_state() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hung_ || in_flight_ || job_ || disabled_) return "";
+  try {
+    return sandbox_->save_literal();
+  } catch (const PolicyFailure& f) {
+    spdlog::warn("policy {}: its state is left out of the checkpoint: {}", name_, f.what());
+    return "";
+  }
+}
+
+bool PolicyHost::restore_state(const std::string& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hung_ || in_flight_ || job_) return false;
+  try {
+    return sandbox_->restore_literal(state);
+  } catch (const PolicyFailure& f) {
+    spdlog::warn("policy {}: the checkpoint's policy state was not taken; it starts fresh: {}", name_, f.what());
+    return false;
+  }
+}
+
 std::string PolicyHost::policy_file() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cfg_.file;

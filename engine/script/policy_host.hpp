@@ -71,6 +71,9 @@ public:
   // the current ones (the REPL's set() swaps the same file with changed params).
   std::future<SwapResult> swap(const std::string& path, const std::string& params_json = "");
   std::string policy_name() const;
+  std::string name() const override { return policy_name(); }
+  std::string saved_state() override;
+  bool restore_state(const std::string& state) override;
   std::string policy_file() const;
   std::string params_json() const;  // the policy's cluster.params, as JSON
 

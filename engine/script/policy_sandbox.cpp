@@ -275,6 +275,22 @@ int copy_saved_state(lua_State* L) {
   return 1;
 }
 
+// Whatever happens, the stack ends as it began (a failed traversal leaves its keys).
+struct StackGuard {
+  lua_State* L;
+  int top;
+  explicit StackGuard(lua_State* state) : L(state), top(lua_gettop(state)) {}
+  ~StackGuard() { lua_settop(L, top); }
+};
+
+bool has_function(lua_State* L, int policy_ref, const char* name) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, policy_ref);
+  lua_getfield(L, -1, name);
+  const bool yes = lua_isfunction(L, -1);
+  lua_pop(L, 2);
+  return yes;
+}
+
 // The state's libraries, lock-down and history table (run through lua_cpcall; the
 // history table's reference goes to *ud).
 int set_up_state(lua_State* L) {
@@ -570,29 +586,107 @@ void PolicySandbox::read_sync(int ans, const Garbage& garbage, SyncPlan& sync) {
 }
 
 bool PolicySandbox::hand_state_to(PolicySandbox& next) {
-  lua_rawgeti(L_, LUA_REGISTRYINDEX, policy_ref_);
-  lua_getfield(L_, -1, "save");
-  const bool has_save = lua_isfunction(L_, -1);
-  lua_pop(L_, 2);
-  lua_rawgeti(next.L_, LUA_REGISTRYINDEX, next.policy_ref_);
-  lua_getfield(next.L_, -1, "restore");
-  const bool has_restore = lua_isfunction(next.L_, -1);
-  lua_pop(next.L_, 2);
-  if (!has_save || !has_restore) return false;
-
-  // Whatever happens, both stacks end as they began (a failed copy leaves the
-  // traversal's keys on this one).
-  struct Restore {
-    lua_State* L;
-    int top;
-    ~Restore() { lua_settop(L, top); }
-  } restore{L_, lua_gettop(L_)};
+  if (!has_function(L_, policy_ref_, "save") || !has_function(next.L_, next.policy_ref_, "restore")) return false;
+  const StackGuard guard(L_);
   call("save", 0, 1, "calling save() of policy " + path_);  // saved
   CopyArgs args{L_, lua_gettop(L_)};
   lua_pushcfunction(next.L_, copy_saved_state);
   lua_pushlightuserdata(next.L_, &args);
   next.call(nullptr, 1, 1, "handing the saved state of " + path_ + " to " + next.path_);
   next.call("restore", 1, 0, "calling restore(state) of policy " + next.path_);
+  return true;
+}
+
+namespace {
+
+// The plain value at idx as a Lua literal; throws PolicyFailure for anything else.
+void write_literal(lua_State* L, int idx, int depth, std::string& out) {
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: out += "nil"; return;
+    case LUA_TBOOLEAN: out += lua_toboolean(L, idx) ? "true" : "false"; return;
+    case LUA_TNUMBER: {
+      const double v = lua_tonumber(L, idx);
+      if (std::isnan(v)) out += "(0/0)";
+      else if (std::isinf(v)) out += v > 0 ? "(1/0)" : "(-1/0)";
+      else {
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%.17g", v);
+        out += buf;
+      }
+      return;
+    }
+    case LUA_TSTRING: {
+      size_t len = 0;
+      const char* s = lua_tolstring(L, idx, &len);
+      out += '"';
+      for (size_t i = 0; i < len; ++i) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        if (c == '"' || c == '\\') {
+          out += '\\';
+          out += static_cast<char>(c);
+        } else if (c < 32 || c >= 127) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\%03u", c);  // 3 digits: a digit after it cannot join
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+      }
+      out += '"';
+      return;
+    }
+    case LUA_TTABLE: {
+      if (depth > 64)
+        throw PolicyFailure(PolicyFailure::Garbage, "save() returned tables nested deeper than 64 levels (a cycle?)");
+      idx = abs_index(L, idx);
+      out += '{';
+      lua_pushnil(L);
+      while (lua_next(L, idx)) {
+        const int kt = lua_type(L, -2);
+        if (kt != LUA_TNUMBER && kt != LUA_TSTRING && kt != LUA_TBOOLEAN) {
+          lua_pop(L, 2);
+          throw PolicyFailure(PolicyFailure::Garbage, std::string("save() returned a table with a ") +
+                                                          lua_typename(L, kt) + " key: a checkpoint holds plain data");
+        }
+        out += '[';
+        write_literal(L, -2, depth + 1, out);
+        out += "]=";
+        write_literal(L, -1, depth + 1, out);
+        out += ',';
+        lua_pop(L, 1);
+      }
+      out += '}';
+      return;
+    }
+    default:
+      throw PolicyFailure(PolicyFailure::Garbage,
+                          std::string("save() returned a ") + luaL_typename(L, idx) +
+                              ": a checkpoint holds plain data (tables, numbers, strings, booleans)");
+  }
+}
+
+}  // namespace
+
+std::string PolicySandbox::save_literal() {
+  if (!has_function(L_, policy_ref_, "save")) return "";
+  const StackGuard guard(L_);
+  call("save", 0, 1, "calling save() of policy " + path_ + " for a checkpoint");
+  std::string out;
+  write_literal(L_, -1, 0, out);
+  return out;
+}
+
+bool PolicySandbox::restore_literal(const std::string& literal) {
+  if (literal.empty() || !has_function(L_, policy_ref_, "restore")) return false;
+  const StackGuard guard(L_);
+  const std::string chunk = "return " + literal;
+  if (luaL_loadbuffer(L_, chunk.data(), chunk.size(), "=checkpoint policy state") != 0)
+    throw PolicyFailure(PolicyFailure::Garbage, std::string("the checkpoint's policy state does not parse: ") +
+                                                    lua_tostring(L_, -1));
+  lua_newtable(L_);  // an empty environment: the literal is data, it reaches nothing
+  lua_setfenv(L_, -2);
+  call(nullptr, 0, 1, "reading the checkpoint's state for policy " + path_);
+  call("restore", 1, 0, "calling restore(state) of policy " + path_ + " from a checkpoint");
   return true;
 }
 

@@ -95,6 +95,13 @@ public:
   // next.restore(this.save()), when this has save and next has restore; the state
   // is copied value by value (plain data only). Returns false when either is missing.
   bool hand_state_to(PolicySandbox& next);
+  // For checkpoints: save() written as a Lua literal (plain data; numbers exact, to
+  // 17 digits, infinities and NaN included), or "" when the policy has no save().
+  // restore_literal() reads one back (in an empty environment: data, not code) and
+  // hands it to restore(); false when the policy has no restore(). Both throw
+  // PolicyFailure.
+  std::string save_literal();
+  bool restore_literal(const std::string& literal);
 
   const std::string& path() const { return path_; }
   std::string name() const;           // the file name without directory and .lua

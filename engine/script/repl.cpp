@@ -446,6 +446,8 @@ int ReplConsole::l_request(lua_State* L) {
     r.requests_->pause = true;
   else if (what == "resume")
     r.requests_->resume = true;
+  else if (what == "checkpoint")
+    r.requests_->checkpoint = true;
   else
     TANDEM_FAIL("unknown console request '", what, "'");
   return 0;

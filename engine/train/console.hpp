@@ -47,6 +47,7 @@ struct ConsoleEvent {
 
 struct ConsoleRequests {
   bool stop = false, pause = false, resume = false;
+  bool checkpoint = false;  // rank 0 writes one at this boundary
   std::vector<ConsoleEvent> events;
 };
 

@@ -50,6 +50,12 @@ public:
   // The decision on the last submit: a validated plan, or nothing (keep the plan).
   // Waits for a call in flight up to its budget; never longer.
   virtual std::optional<Plan> collect(PolicyReport& report) = 0;
+  // For checkpoints, between a collect() and the next submit(): the policy's name
+  // and its state (its save(), as a Lua literal; "" when it has none or is busy),
+  // and handing such a state back (false when the policy cannot take it).
+  virtual std::string name() const { return ""; }
+  virtual std::string saved_state() { return ""; }
+  virtual bool restore_state(const std::string& state) { return false; }
 };
 
 }  // namespace tandem

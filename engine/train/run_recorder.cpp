@@ -10,9 +10,9 @@
 namespace tandem {
 
 RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
-                         int64_t total)
+                         int64_t total, int64_t resume_at)
     : workers_(workers), per_epoch_(per_epoch), total_(total), log_every_(cfg.log_every),
-      trace_(run_dir + "/trace.jsonl"), chrome_(run_dir + "/trace.perfetto.json", workers),
+      trace_(run_dir + "/trace.jsonl", resume_at), chrome_(run_dir + "/trace.perfetto.json", workers),
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
       w_comm_(static_cast<size_t>(workers)) {}
 
@@ -156,6 +156,7 @@ void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
   j["comm_share"] = s.comm_share;
   j["idle_share"] = s.idle_share;
   j["stats_ms_per_iteration"] = s.stats_ms;
+  j["skipped_steps"] = s.skipped_steps;
   if (policy_.calls > 0) {
     const double calls = static_cast<double>(policy_.calls);
     j["policy"] = {{"name", policy_.name},

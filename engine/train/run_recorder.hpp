@@ -34,12 +34,15 @@ struct RunSummary {
   // Mean cost per iteration of gathering the stats at rank 0: the largest time a
   // rank spent posting and completing its report.
   double stats_ms = 0.0;
+  int64_t skipped_steps = 0;  // steps skipped for a NaN or Inf loss or gradient
 };
 
 class RunRecorder {
 public:
+  // resume_at >= 0: a resumed run continuing at that iteration (the trace keeps what
+  // came before it; the Perfetto file starts again).
   RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
-              int64_t total);
+              int64_t total, int64_t resume_at = -1);
   // One finished iteration with every worker's stats (indexed by rank).
   // policy: the policy's decision broadcast in iteration t, when a policy runs.
   // sync: a relaxed-sync segment's record (its stats are means per step).

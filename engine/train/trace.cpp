@@ -11,17 +11,49 @@
 namespace tandem {
 
 namespace {
-// A number as JSON: a diverged loss is NaN or infinite, which JSON cannot hold.
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+// A loss as JSON: the shortest text that reads back to the same double (so runs can
+// be compared bitwise: a resumed run against an uninterrupted one); a diverged loss
+// is NaN or infinite, which JSON cannot hold.
+std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
-std::FILE* open_or_fail(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+std::FILE* open_or_fail(const std::string& path, const char* mode = "w") {
+  std::FILE* f = std::fopen(path.c_str(), mode);
   if (!f) TANDEM_FAIL_HINT("check the run directory is writable", "cannot open trace file '", path, "'");
   return f;
 }
+
+// Keeps the lines of a trace from before `resume_at`: iterations below it, and
+// evaluations up to it (one at resume_at ran before the checkpoint was written).
+void trim_trace(const std::string& path, int64_t resume_at) {
+  std::FILE* in = std::fopen(path.c_str(), "r");
+  if (!in) return;  // nothing traced yet
+  std::string kept, line;
+  char buf[1 << 16];
+  while (std::fgets(buf, sizeof buf, in)) {
+    line += buf;
+    if (line.back() != '\n' && !std::feof(in)) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("iteration") && j["iteration"].is_number_integer()) {
+      const int64_t it = j["iteration"].get<int64_t>();
+      if (it < resume_at || (j.value("event", "") == "eval" && it == resume_at)) kept += line;
+    }
+    line.clear();
+  }
+  std::fclose(in);
+  std::FILE* out = open_or_fail(path);
+  std::fputs(kept.c_str(), out);
+  if (std::fclose(out) != 0) TANDEM_FAIL_HINT("check free disk space", "cannot rewrite the trace '", path, "'");
+}
+
+std::FILE* open_trace(const std::string& path, int64_t resume_at) {
+  if (resume_at < 0) return open_or_fail(path);
+  trim_trace(path, resume_at);
+  return open_or_fail(path, "a");
+}
 }  // namespace
 
-TraceWriter::TraceWriter(const std::string& path) : file_(open_or_fail(path)) {}
+TraceWriter::TraceWriter(const std::string& path, int64_t resume_at)
+    : file_(open_trace(path, resume_at)) {}
 
 TraceWriter::~TraceWriter() { std::fclose(file_); }
 

@@ -45,7 +45,9 @@ struct EvalRecord {
 
 class TraceWriter {
 public:
-  explicit TraceWriter(const std::string& path);
+  // resume_at >= 0: a resumed run: the lines of iterations from resume_at on (run
+  // before a failure, to be run again) are dropped and the rest appended to.
+  explicit TraceWriter(const std::string& path, int64_t resume_at = -1);
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;

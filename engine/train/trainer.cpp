@@ -22,8 +22,10 @@
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/gradient_sync.hpp"
 #include "engine/train/calibration.hpp"
+#include "engine/train/checkpointer.hpp"
 #include "engine/train/emulator.hpp"
 #include "engine/train/evaluate.hpp"
+#include "engine/train/faults.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/run_dir.hpp"
@@ -116,11 +118,14 @@ private:
 // console's pause and emulated slowdown (worker + 1, 0 for none), and the policy's
 // next plan: its sync mode's settings, one local batch per worker and one group per
 // worker (floats are exact: all far below 2^24). Meetings of the relaxed modes
-// broadcast the same layout.
+// broadcast the same layout. After those, one flag per rank, written by that rank:
+// its loss or gradient is not finite (the sum then is NaN on every rank, so every
+// rank sees the same flags and skips the same step).
 struct ControlTail {
   static constexpr size_t kStop = 0, kHasPlan = 1, kMode = 2, kK = 3, kLocalSteps = 4, kStaleness = 5,
                           kSyncEvery = 6, kPause = 7, kEmuWorker = 8, kEmuSpeed = 9, kEmuIterations = 10, kPlan = 11;
-  static size_t size(int world) { return kPlan + 2 * static_cast<size_t>(world); }
+  static size_t size(int world) { return kPlan + 3 * static_cast<size_t>(world); }
+  static size_t nonfinite(int world, int rank) { return kPlan + 2 * static_cast<size_t>(world) + static_cast<size_t>(rank); }
   static void write_plan(float* tail, const Plan& p, int world) {
     tail[kHasPlan] = 1.0f;
     tail[kMode] = static_cast<float>(static_cast<int>(p.sync.mode));
@@ -231,8 +236,51 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   // The run directory is made only once data and model have loaded, so a mistake
   // there leaves no empty run behind.
   summary.run_dir = shared_run_dir(cfg, comm);
+  Checkpointer checkpoints(cfg.checkpoint, summary.run_dir, model, sgd);
+  // Injected faults happen once: a resumed run goes on past them.
+  const FaultInjector faults(cfg.resume ? std::vector<FaultConfig>{} : cfg.faults, rank);
+  // The training state a resumed run starts from (checkpointer.hpp).
+  int64_t first_iteration = 0, resumed_version = 0, resumed_samples = 0;
+  double resumed_train_ms = 0.0;
+  std::string resumed_stats;  // the pending stats (rank 0, same cluster)
+  if (cfg.resume) {
+    const CheckpointState s = resume_from(summary.run_dir, model, sgd, comm);
+    first_iteration = s.iteration;
+    resumed_version = s.version;
+    resumed_samples = s.samples;
+    resumed_train_ms = s.train_ms;
+    summary.test_accuracy = s.test_accuracy;
+    summary.best_test_accuracy = s.best_test_accuracy;
+    summary.time_to_target_s = s.time_to_target_s;
+    // The same cluster continues with its plan; another one gets the experiment's
+    // first plan for its size, and the policy decides from there.
+    bool same_cluster = s.world == world;
+    if (same_cluster) {
+      try {
+        s.plan.validate(world, cfg.global_batch);
+      } catch (const std::exception&) {
+        same_cluster = false;  // the global batch was changed on resume
+      }
+    }
+    if (same_cluster) plan = s.plan;
+    if (same_cluster && rank == 0 && s.stats_record == static_cast<int64_t>(sizeof(WorkerStats)) &&
+        s.pending_stats.size() == static_cast<size_t>(world) * sizeof(WorkerStats))
+      resumed_stats = s.pending_stats;
+    if (rank == 0 && !same_cluster)
+      spdlog::info("resumed on {} worker(s) (the checkpoint's run had {}): the plan starts again from {} ({}){}", world,
+                   s.world, plan.str(), cfg.plan.kind, policy_on ? "; the policy re-decides it for this cluster" : "");
+    if (rank == 0 && policy && !s.policy_state.empty()) {
+      if (!same_cluster)
+        spdlog::info("policy {} starts fresh: its saved state was for {} workers", policy->name(), s.world);
+      else if (s.policy != policy->name())
+        spdlog::info("policy {} starts fresh: the saved state is {}'s", policy->name(), s.policy);
+      else if (policy->restore_state(s.policy_state))
+        spdlog::info("policy {}: state restored from the checkpoint", s.policy);
+    }
+  }
   std::unique_ptr<RunRecorder> recorder;
   if (rank == 0) {
+    checkpoints.check_disk();
     log::add_file(summary.run_dir + "/log.txt");
     write_text_file(summary.run_dir + "/config.json", cfg.resolved_json.empty() ? "{}\n" : cfg.resolved_json + "\n");
     spdlog::info("run directory {}", summary.run_dir);
@@ -248,7 +296,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       nlohmann::json cal{{"batch", machine.batch}, {"ms", machine.ms}, {"host_ms", machine.host_ms}};
       write_text_file(summary.run_dir + "/calibration.json", cal.dump() + "\n");
     }
-    recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total);
+    recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total,
+                                             cfg.resume ? first_iteration : -1);
   }
   std::unique_ptr<Console> console_owner = rank == 0 && make_console ? make_console(summary.run_dir) : nullptr;
   Console* console = console_owner.get();
@@ -257,6 +306,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   comm.prepare_allreduce(model.grads_with_tail_count());
   // The clock origin: every rank starts counting right after this all-reduce.
   std::vector<WorkerStats> reports(static_cast<size_t>(world));
+  if (!resumed_stats.empty()) std::memcpy(reports.data(), resumed_stats.data(), resumed_stats.size());
   WorkerStats mine;  // this rank's stats of the iteration it last finished (none yet)
   double post_ms = 0.0;  // posting them
   double ready = 1.0;
@@ -267,13 +317,14 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   double anchor = origin;
   bool stop_after = false;
 
-  double train_ms = 0.0;
-  int64_t samples_done = 0;
+  double train_ms = resumed_train_ms;
+  int64_t samples_done = resumed_samples;
+  int64_t nonfinite_in_a_row = 0, skipped_steps = 0;
   bool warned_clamp = false;
   double link_delay_ms = 0.0;
   for (int r = 0; r < world; ++r) link_delay_ms = std::max(link_delay_ms, emulator.comm_delay_ms(r));
   int64_t overruns = 0;  // steps whose real compute outlasted the emulated time (contention)
-  int64_t version = 0;   // of the weights: every rank holds the same (checked at meetings)
+  int64_t version = resumed_version;  // of the weights: every rank holds the same (checked at meetings)
   ClusterStats last_cluster;  // what the policy gets next to the stats of the last bsp iteration
   SegmentRunner segments(cfg, comm, model, sgd, step, loader, emulator, machine, schedule);
   if (rank == 0 && plan.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan.sync.str());
@@ -300,8 +351,45 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     }
     return false;
   };
+  // Rank 0: a checkpoint after `done` iterations, with `in_force` the plan of the
+  // next one (fault injection may end this rank half-way through the file).
+  auto write_checkpoint_now = [&](int64_t done, const Plan& in_force) {
+    CheckpointState s;
+    s.iteration = done;
+    s.world = world;
+    s.seed = cfg.seed;
+    s.experiment = cfg.name;
+    s.plan = in_force;
+    // The stats of the iteration just run, recorded during the next one: pending.
+    comm.finish_reports("the stats reports, for a checkpoint");
+    if (reports[0].valid) {
+      s.pending_stats.assign(reinterpret_cast<const char*>(reports.data()), reports.size() * sizeof(WorkerStats));
+      s.stats_record = sizeof(WorkerStats);
+    }
+    if (policy) {
+      s.policy = policy->name();
+      s.policy_state = policy->saved_state();
+    }
+    s.train_ms = train_ms;
+    s.samples = samples_done;
+    s.version = version;
+    s.test_accuracy = summary.test_accuracy;
+    s.best_test_accuracy = summary.best_test_accuracy;
+    s.time_to_target_s = summary.time_to_target_s;
+    checkpoints.write(s, [&] { faults.at(done - 1, "checkpoint"); });
+  };
+  // At the boundary after `done` iterations: rank 0 writes a checkpoint when one is
+  // due or was asked for; another rank with a fault "during checkpoint" dies now,
+  // while rank 0 writes.
+  auto checkpoint_boundary = [&](int64_t done, const Plan& in_force, bool asked) {
+    if (rank != 0) {
+      faults.at(done - 1, "checkpoint");
+      return;
+    }
+    if (asked || (checkpoints.enabled() && checkpoints.due(done, train_ms))) write_checkpoint_now(done, in_force);
+  };
   summary.stop_reason = "epochs";
-  int64_t t = 0;
+  int64_t t = first_iteration;
   std::vector<WorkerStats> console_reports(static_cast<size_t>(world));  // the last recorded, for the console
   std::deque<HistoryRow> history;
   std::deque<ConsoleEvent> console_events;
@@ -477,7 +565,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
         ++t;
         break;
       }
-      if (control[ControlTail::kStop] > 0.5f || console_stop) {
+      const bool stopping = control[ControlTail::kStop] > 0.5f || console_stop;
+      if (!stopping && done < total) checkpoint_boundary(done, plan, asked.checkpoint);
+      if (stopping) {
         summary.stop_reason = g_interrupted ? "interrupted" : console_stopped || console_stop ? "console" : "max_seconds";
         ++t;
         break;
@@ -521,11 +611,15 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     ctx.first_sample = my_offset;
     const double compute_start = now_ms();
     const LossResult loss = step.compute(x, loader.labels(), ctx);
+    if (faults.nan_at(t)) dev.fill(model.grads().data(), 1, std::numeric_limits<float>::quiet_NaN());
+    faults.at(t, "compute");
     now.real_compute_ms = now_ms() - compute_start;
-    // For a policy's gradient-noise estimate: this rank's mean gradient's squared norm.
-    if (policy_on && my_batch > 0)
-      now.grad_sq = dev.sum_squares(model.grads().data(), model.param_count()) /
-                    static_cast<double>(my_batch * my_batch);
+    // Whether this rank's loss and gradient are finite (its squared norm: one pass,
+    // which the policy's gradient-noise estimate wants anyway: the mean gradient's).
+    const double my_grad_sq = dev.sum_squares(model.grads().data(), model.param_count());
+    const bool my_nonfinite = !std::isfinite(loss.loss_sum) || !std::isfinite(my_grad_sq);
+    if (policy_on && my_batch > 0 && !my_nonfinite)
+      now.grad_sq = my_grad_sq / static_cast<double>(my_batch * my_batch);
 
     // While the device (here: the emulated one) would still be computing, rank 0
     // does its bookkeeping, off the collectives' path: it takes the policy's
@@ -581,6 +675,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       if (decided) ControlTail::write_plan(tail, *decided, world);
       write_console(tail, asked);
     }
+    tail[ControlTail::nonfinite(world, rank)] = my_nonfinite ? 1.0f : 0.0f;
+    faults.at(t, "allreduce");
     if (world > 1) {
       gradients.run(&now.idle_ms, "the gradient all-reduce");
       if (link_delay_ms > 0) sleep_until_ms(now_ms() + link_delay_ms);
@@ -590,7 +686,27 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       anchor = now_ms();
     }
     stop_after = tail[ControlTail::kStop] > 0.5f;
-    if (rank == 0 && policy_on) {  // the global mean gradient, for the next submit
+    // A NaN or Inf on any rank: every rank sees the same flags and skips the update.
+    std::string nonfinite_ranks;
+    for (int r = 0; r < world; ++r)
+      if (tail[ControlTail::nonfinite(world, r)] > 0.5f)
+        nonfinite_ranks += (nonfinite_ranks.empty() ? "" : ", ") + std::to_string(r);
+    const bool skip_step = !nonfinite_ranks.empty();
+    nonfinite_in_a_row = skip_step ? nonfinite_in_a_row + 1 : 0;
+    if (skip_step) {
+      ++skipped_steps;
+      if (rank == 0)
+        spdlog::warn("iteration {}: the loss or gradient of rank(s) {} is not finite (NaN or Inf): every rank skips "
+                     "this step ({} in a row, the run stops at {})", t, nonfinite_ranks, nonfinite_in_a_row,
+                     cfg.max_nonfinite_steps);
+      if (nonfinite_in_a_row >= cfg.max_nonfinite_steps)
+        TANDEM_FAIL_HINT("lower the learning rate (lr=...), add warm-up (schedule.warmup_iterations=...), or check "
+                         "the data; resume from the last checkpoint with tandem run --resume RUN_DIR",
+                         nonfinite_in_a_row, " steps in a row had a NaN or Inf loss or gradient (the last from rank(s) ",
+                         nonfinite_ranks, " at iteration ", t, "): training has diverged (max_nonfinite_steps = ",
+                         cfg.max_nonfinite_steps, ")");
+    }
+    if (rank == 0 && policy_on && !skip_step) {  // the global mean gradient, for the next submit
       last_cluster = ClusterStats{};
       last_cluster.global_grad_sq = dev.sum_squares(model.grads().data(), model.param_count()) /
                                     static_cast<double>(cfg.global_batch * cfg.global_batch);
@@ -599,10 +715,11 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       next_plan = ControlTail::read_plan(tail, world);
       next_plan->validate(world, cfg.global_batch);
     }
-    ++version;
-
     const double opt_start = now_ms();
-    step.update(cfg.global_batch, schedule.at(t));
+    if (!skip_step) {
+      ++version;
+      step.update(cfg.global_batch, schedule.at(t));
+    }
     now.optimizer_ms = now_ms() - opt_start;
     // A GPU runs the update it was just given while the host gathers the next batch
     // and the copy engine uploads it (on the CPU this does nothing).
@@ -621,16 +738,15 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     if (apply_console(tail)) stop_after = true;
 
     train_ms += now.step_ms;
-    samples_done += cfg.global_batch;
-    if (!std::isfinite(loss.loss_sum))
-      TANDEM_FAIL_HINT("lower the learning rate (lr=...) or add warm-up (schedule.warmup_iterations=...)",
-                       "training loss became ", loss.loss_sum, " on rank ", rank, " at iteration ", t);
+    if (!skip_step) samples_done += cfg.global_batch;
 
     const bool last = t + 1 == total;
     if (((t + 1) % eval_every == 0 || last) && evaluate_now(t + 1)) {
       ++t;
       break;
     }
+    // (A run that stops here gets its final checkpoint after the loop.)
+    if (!stop_after && !last) checkpoint_boundary(t + 1, next_plan ? *next_plan : plan, asked.checkpoint);
     if (stop_after) {
       summary.stop_reason = g_interrupted ? "interrupted" : console_stopped ? "console" : "max_seconds";
       if (rank == 0 && g_interrupted) spdlog::warn("interrupted: stopping after iteration {}", t + 1);
@@ -646,6 +762,10 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   comm.finish_reports("the final stats reports");
   decision = PolicyReport{};  // the last iteration's stats were decided on by no one
   record(t - 1);
+  for (WorkerStats& r : reports) r.valid = 0;  // recorded: nothing pending for a resumed run
+  if (rank == 0 && checkpoints.enabled() && cfg.checkpoint.final && checkpoints.last_iteration() != t)
+    write_checkpoint_now(t, next_plan ? *next_plan : plan);
+  summary.skipped_steps = skipped_steps;
 
   // (>=: a relaxed-sync segment's in-flight updates may carry it a little past.)
   if (summary.stop_reason == "epochs" && cfg.stop.max_iterations && t >= *cfg.stop.max_iterations &&

@@ -1,0 +1,125 @@
+#include "engine/train/checkpointer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "engine/core/error.hpp"
+
+namespace tandem {
+
+namespace {
+
+constexpr size_t kTraceMargin = 64ull << 20;  // room for the trace and log besides the checkpoints
+
+std::vector<float> to_host(Device& dev, const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (!out.empty()) dev.copy_to_host(out.data(), t.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(const CheckpointConfig& cfg, const std::string& run_dir, Model& model, Sgd& sgd)
+    : cfg_(cfg), dir_(checkpoint_dir(run_dir)), model_(model), sgd_(sgd) {}
+
+bool Checkpointer::due(int64_t done, double train_ms) const {
+  if (done <= last_iteration_) return false;
+  if (cfg_.every > 0 && done % cfg_.every == 0) return true;
+  return cfg_.every_s > 0 && train_ms - last_ms_ >= cfg_.every_s * 1000.0;
+}
+
+size_t Checkpointer::bytes() const {
+  const size_t velocity = sgd_.velocity().defined() ? model_.param_count() : 0;
+  return (model_.param_count() + velocity) * sizeof(float) + model_.layer_state().size() * sizeof(double);
+}
+
+void Checkpointer::write(CheckpointState s, const std::function<void()>& midway) {
+  Device& dev = model_.device();
+  s.model = model_.summary();
+  s.param_count = static_cast<int64_t>(model_.param_count());
+  s.params = to_host(dev, model_.params());
+  s.velocity = sgd_.velocity().defined() ? to_host(dev, sgd_.velocity()) : std::vector<float>{};
+  s.layer_state = model_.layer_state();
+  write_checkpoint(dir_, s, cfg_.keep, midway);
+  last_iteration_ = s.iteration;
+  last_ms_ = s.train_ms;
+  spdlog::info("checkpoint {} written (iteration {})", checkpoint_path(dir_, s.iteration), s.iteration);
+}
+
+void Checkpointer::check_disk() const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec)
+    TANDEM_FAIL_HINT("choose a writable run directory (out_dir=...) or free the disk",
+                     "cannot create the checkpoint directory '", dir_, "': ", ec.message());
+  // A real write, flushed: a read-only mount or a full disk shows here, not hours later.
+  const std::string probe = dir_ + "/.probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const char byte = 0;
+  const bool ok = fd >= 0 && ::write(fd, &byte, 1) == 1 && ::fsync(fd) == 0;
+  const int saved = errno;
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  if (!ok)
+    TANDEM_FAIL_HINT("choose a writable run directory (out_dir=...) or free the disk",
+                     "the run directory cannot be written ('", probe, "': ", std::strerror(saved), ")");
+  struct statvfs st {};
+  if (::statvfs(dir_.c_str(), &st) != 0) return;  // no numbers: the write above is all we can check
+  const double free_mb = static_cast<double>(st.f_bavail) * static_cast<double>(st.f_frsize) / (1 << 20);
+  const double each_mb = static_cast<double>(bytes()) / (1 << 20);
+  const double need_mb = enabled() ? each_mb * static_cast<double>(cfg_.keep + 1) + kTraceMargin / (1 << 20)
+                                   : static_cast<double>(kTraceMargin) / (1 << 20);
+  if (free_mb < need_mb)
+    TANDEM_FAIL_HINT("free disk space, lower checkpoint.keep, or choose another run directory (out_dir=...)",
+                     "not enough free space for the run in '", dir_, "': ", static_cast<int64_t>(free_mb),
+                     " MB free, ", static_cast<int64_t>(need_mb), " MB needed (",
+                     enabled() ? std::to_string(cfg_.keep + 1) + " checkpoints of " +
+                                     std::to_string(static_cast<int64_t>(each_mb + 0.5)) + " MB and "
+                               : std::string(),
+                     kTraceMargin >> 20, " MB for the trace)");
+}
+
+CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, Comm& comm) {
+  const std::string dir = checkpoint_dir(run_dir), summary = model.summary();
+  char chosen[4096] = {0};
+  std::string rejections;
+  if (comm.rank() == 0) {
+    std::vector<std::string> why;
+    if (const auto loaded = load_latest_checkpoint(dir, summary, &why)) {
+      TANDEM_CHECK(loaded->path.size() < sizeof chosen, "checkpoint path too long: ", loaded->path);
+      std::memcpy(chosen, loaded->path.c_str(), loaded->path.size());
+    }
+    for (const std::string& w : why) rejections += "\n  rejected: " + w;
+  }
+  comm.broadcast(chosen, sizeof chosen, "choosing the checkpoint to resume from");
+  if (chosen[0] == 0)
+    TANDEM_FAIL_HINT("start the run afresh (without --resume), or resume a run directory that has checkpoints "
+                     "(checkpoint.every or checkpoint.every_s)",
+                     "no usable checkpoint in '", dir, "'",
+                     comm.rank() == 0 ? (rejections.empty() ? std::string(" (there is none)") : rejections)
+                                      : std::string(" (rank 0's log says why)"));
+  // Rank 0 checked it; the others read the same file and check it again (cheap).
+  CheckpointState s = read_checkpoint(chosen, summary);
+  Device& dev = model.device();
+  dev.copy_from_host(model.params().data(), s.params.data(), s.params.size());
+  if (sgd.velocity().defined()) {
+    TANDEM_CHECK_HINT(s.velocity.size() == model.param_count(), "resume with the optimizer the run was started with",
+                      "checkpoint ", chosen, " holds no momentum, but this experiment's optimizer uses it");
+    dev.copy_from_host(sgd.velocity().data(), s.velocity.data(), s.velocity.size());
+  }
+  model.load_layer_state(s.layer_state);
+  dev.synchronize();
+  if (comm.rank() == 0)
+    spdlog::info("resuming from {}: iteration {}, {} worker(s) then, {} now", chosen, s.iteration, s.world,
+                 comm.size());
+  return s;
+}
+
+}  // namespace tandem

@@ -157,7 +157,7 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
   const std::string header = h.dump();
   const std::string final_path = checkpoint_path(dir, s.iteration);
   const std::string tmp = dir + "/.writing-" + fs::path(final_path).filename().string();
-  {
+  try {
     AtomicFile f(tmp);
     const uint32_t format = kCheckpointFormat, header_bytes = static_cast<uint32_t>(header.size());
     f.write(kMagic, sizeof kMagic);
@@ -174,6 +174,9 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
     const uint32_t crc = static_cast<uint32_t>(f.crc());
     f.write(&crc, sizeof crc);
     f.sync_and_close();
+  } catch (...) {
+    ::unlink(tmp.c_str());  // a torn temporary must not fill the disk further
+    throw;
   }
   if (::rename(tmp.c_str(), final_path.c_str()) != 0)
     TANDEM_FAIL_HINT("check permissions of the run directory", system_error("cannot rename " + tmp + " to", final_path));

@@ -16,6 +16,7 @@ void ServerTotals::add(const ServerTotals& o) {
   applied += o.applied;
   dropped += o.dropped;
   updates += o.updates;
+  nonfinite += o.nonfinite;
   staleness_sum += o.staleness_sum;
   staleness_max = std::max(staleness_max, o.staleness_max);
   busy_ms += o.busy_ms;
@@ -25,9 +26,9 @@ void ServerTotals::add(const ServerTotals& o) {
 }
 
 ParameterServer::ParameterServer(Comm& world, Channel& channel, size_t param_count, const OptimizerConfig& optimizer,
-                                 const LrSchedule& schedule, int64_t global_batch)
+                                 const LrSchedule& schedule, int64_t global_batch, int64_t max_nonfinite)
     : world_(world), channel_(channel), count_(param_count), optimizer_(optimizer), schedule_(schedule),
-      global_batch_(global_batch), params_(param_count), velocity_(param_count), accum_(param_count),
+      global_batch_(global_batch), max_nonfinite_(max_nonfinite), params_(param_count), velocity_(param_count), accum_(param_count),
       message_(sizeof(PushHeader) + param_count * sizeof(float)),
       reply_(sizeof(ReplyHeader) + param_count * sizeof(float)) {}
 
@@ -81,6 +82,24 @@ ServerTotals ParameterServer::finish(float* params, float* velocity, int64_t* ve
 }
 
 void ParameterServer::apply(const float* grad_sum, int64_t samples, bool ksync_mean) {
+  // A NaN or Inf (one worker's blow-up, in a group through the group's sum): the
+  // master weights must stay finite, so the update is skipped, no version made; its
+  // samples count as seen, as a skipped bsp step's iteration does. Repeated, the
+  // job ends: training has diverged.
+  if (!std::all_of(grad_sum, grad_sum + count_, [](float g) { return std::isfinite(g); })) {
+    ++totals_.nonfinite;
+    ++nonfinite_in_a_row_;
+    spdlog::warn("parameter server: an update of {} samples holds a NaN or Inf: skipped ({} in a row, the run stops "
+                 "at {})", samples, nonfinite_in_a_row_, max_nonfinite_);
+    if (nonfinite_in_a_row_ >= max_nonfinite_)
+      world_.abort(fmt::format("{} updates in a row held a NaN or Inf: training has diverged (max_nonfinite_steps = "
+                               "{}); lower the learning rate, the staleness bound or the number of groups, and resume "
+                               "from the last checkpoint", nonfinite_in_a_row_, max_nonfinite_));
+    samples_applied_ += samples;
+    if (samples_applied_ >= static_cast<int64_t>(plan_.sync.sync_every) * global_batch_) meet_ = true;
+    return;
+  }
+  nonfinite_in_a_row_ = 0;
   const double B = static_cast<double>(global_batch_);
   const int64_t iteration = first_iteration_ + samples_applied_ / global_batch_;
   // grouped: the update moves the weights by the group's share of a global batch;

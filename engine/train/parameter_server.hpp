@@ -56,6 +56,7 @@ constexpr int kPushTag = 71, kReplyTag = 72;
 struct ServerTotals {
   int64_t received = 0, applied = 0, dropped = 0;  // pushes
   int64_t updates = 0;                             // versions made
+  int64_t nonfinite = 0;                           // updates skipped for a NaN or Inf
   double staleness_sum = 0.0, staleness_max = 0.0;
   double busy_ms = 0.0;                            // applying updates and replying
   std::vector<int64_t> staleness_histogram;        // pushes applied at staleness 0, 1, 2, ...
@@ -66,8 +67,10 @@ class ParameterServer {
 public:
   // world: to end the job when the server thread fails (the workers would
   // otherwise wait for replies until their deadline).
+  // max_nonfinite: updates in a row holding a NaN or Inf (skipped) after which the
+  // job ends.
   ParameterServer(Comm& world, Channel& channel, size_t param_count, const OptimizerConfig& optimizer,
-                  const LrSchedule& schedule, int64_t global_batch);
+                  const LrSchedule& schedule, int64_t global_batch, int64_t max_nonfinite);
   ~ParameterServer();
 
   // Starts a segment: the master state from (params, velocity) at `version`;
@@ -98,6 +101,7 @@ private:
   bool meet_ = false;
   std::vector<int> told_;  // participants told to meet
   int64_t version_ = 0, first_iteration_ = 0, samples_applied_ = 0;
+  int64_t max_nonfinite_, nonfinite_in_a_row_ = 0;
   ServerTotals totals_;
   std::thread thread_;
 };

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+
+#include <spdlog/spdlog.h>
 #include <cstring>
 
 #include "engine/core/clock.hpp"
@@ -73,16 +76,16 @@ WorkerStats SegmentRunner::compute(int64_t iteration, int64_t local_batch, int64
   ctx.first_sample = offset;
   const double compute_start = now_ms();
   const LossResult loss = step_.compute(x, loader_.labels(), ctx);
+  if (faults_ && faults_->nan_at(iteration))
+    model_.device().fill(model_.grads().data(), 1, std::numeric_limits<float>::quiet_NaN());
+  if (faults_) faults_->at(iteration, "compute");
   w.real_compute_ms = now_ms() - compute_start;
   w.compute_ms = emulate(iteration, local_batch, anchor, w.real_compute_ms);
   w.speed = emulator_.speed(rank_, iteration);
   w.loss_sum = loss.loss_sum;
   w.correct = loss.correct;
-  // As in bsp: a diverged worker ends the run at once, whatever the mode.
-  if (!std::isfinite(loss.loss_sum))
-    TANDEM_FAIL_HINT("lower the learning rate (lr=...), the staleness bound, or the number of groups",
-                     "training loss became ", loss.loss_sum, " on rank ", rank_, " at iteration ", iteration, " (",
-                     "a relaxed-sync segment)");
+  // A NaN or Inf goes on to the server, which skips the update (parameter_server.cpp);
+  // local SGD skips the local step (run_local).
   return w;
 }
 
@@ -132,15 +135,34 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
   Device& dev = model_.device();
   Sums sums;
+  int64_t skipped = 0;
   for (int64_t i = 0; i < iterations; ++i) {
     const int64_t it = t + i;
     const double start = now_ms();
     WorkerStats w = compute(it, b, offset, anchor);
     const double opt_start = now_ms();
     if (b > 0) {
-      w.grad_sq = dev.sum_squares(model_.grads().data(), model_.param_count()) / static_cast<double>(b * b);
-      // Local SGD: this worker's own mean gradient, the learning rate as bsp's.
-      sgd_.step(model_.params(), model_.grads(), schedule_.at(it), b);
+      const double grad_sq = dev.sum_squares(model_.grads().data(), model_.param_count());
+      if (std::isfinite(grad_sq) && std::isfinite(w.loss_sum)) {
+        nonfinite_in_a_row_ = 0;
+        w.grad_sq = grad_sq / static_cast<double>(b * b);
+        // Local SGD: this worker's own mean gradient, the learning rate as bsp's.
+        sgd_.step(model_.params(), model_.grads(), schedule_.at(it), b);
+      } else {
+        // Only this worker's model would take it, and the average would spread it:
+        // the local step is skipped.
+        ++skipped;
+        ++nonfinite_in_a_row_;
+        spdlog::warn("rank {}, iteration {} (local SGD): the loss or gradient is not finite: this local step is "
+                     "skipped ({} in a row, the run stops at {})", rank_, it, nonfinite_in_a_row_,
+                     cfg_.max_nonfinite_steps);
+        if (nonfinite_in_a_row_ >= cfg_.max_nonfinite_steps)
+          TANDEM_FAIL_HINT("lower the learning rate (lr=...) or local_steps; resume from the last checkpoint with "
+                           "tandem run --resume RUN_DIR",
+                           nonfinite_in_a_row_, " local steps in a row on rank ", rank_, " had a NaN or Inf (the last ",
+                           "at iteration ", it, "): training has diverged (max_nonfinite_steps = ",
+                           cfg_.max_nonfinite_steps, ")");
+      }
     }
     w.optimizer_ms = now_ms() - opt_start;
     anchor = now_ms();
@@ -169,6 +191,7 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
   r.iterations = iterations;
   r.end_ms = now_ms();
   r.stats = sums.means(iterations);
+  r.skipped = skipped;
   r.stats.idle_ms += idle / static_cast<double>(iterations);
   r.stats.comm_ms += (r.end_ms - meet_start - idle) / static_cast<double>(iterations);
   r.stats.local_batch = b;
@@ -181,7 +204,8 @@ SegmentResult SegmentRunner::run_server(const Plan& plan, int64_t t, int64_t max
   const size_t n = model_.param_count();
   if (!channel_) channel_ = comm_.open_channel("opening the parameter server's channel");
   if (rank_ == 0 && !server_)
-    server_ = std::make_unique<ParameterServer>(comm_, *channel_, n, cfg_.optimizer, schedule_, cfg_.global_batch);
+    server_ = std::make_unique<ParameterServer>(comm_, *channel_, n, cfg_.optimizer, schedule_, cfg_.global_batch,
+                                                cfg_.max_nonfinite_steps);
   const bool grouped = plan.sync.mode == SyncMode::grouped;
   GroupComm* group = grouped ? &group_comm(plan) : nullptr;
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);

@@ -24,6 +24,7 @@
 #include "engine/train/calibration.hpp"
 #include "engine/train/config.hpp"
 #include "engine/train/emulator.hpp"
+#include "engine/train/faults.hpp"
 #include "engine/train/parameter_server.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/step.hpp"
@@ -35,6 +36,7 @@ struct SegmentResult {
   int64_t iterations = 0;   // global batches' worth of training done
   WorkerStats stats;        // this rank's, times as means per step
   ServerTotals server;      // rank 0: the server's totals for the segment
+  int64_t skipped = 0;      // local: this rank's local steps skipped for a NaN or Inf
   double end_ms = 0.0;      // when the meeting ended (the next emulated step's anchor)
 };
 
@@ -54,6 +56,8 @@ public:
 
   // Steps whose real compute outlasted their emulated time (oversubscribed cores).
   int64_t overruns() const { return overruns_; }
+  // Injected faults (faults.hpp) for the segments' steps too.
+  void set_faults(const FaultInjector* faults) { faults_ = faults; }
 
 private:
   SegmentResult run_local(const Plan& plan, int64_t t, int64_t iterations, double anchor, double origin);
@@ -84,6 +88,8 @@ private:
   std::unique_ptr<ParameterServer> server_;  // rank 0
   std::vector<int> groups_of_;               // the groups group_ was split for
   int64_t overruns_ = 0;
+  const FaultInjector* faults_ = nullptr;
+  int64_t nonfinite_in_a_row_ = 0;  // local: this rank's skipped local steps in a row
   double server_iterations_ = 0.0;           // global batches the server segments applied, exactly
   int64_t server_counted_ = 0;               // ... and as counted in whole iterations
   std::unique_ptr<GroupComm> group_;

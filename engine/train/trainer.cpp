@@ -327,6 +327,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   int64_t version = resumed_version;  // of the weights: every rank holds the same (checked at meetings)
   ClusterStats last_cluster;  // what the policy gets next to the stats of the last bsp iteration
   SegmentRunner segments(cfg, comm, model, sgd, step, loader, emulator, machine, schedule);
+  segments.set_faults(&faults);
   if (rank == 0 && plan.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan.sync.str());
   if (rank == 0 && world == 1 && cfg.plan.sync.mode != "bsp")
     spdlog::info("one worker: sync.mode = '{}' is the same as bsp", cfg.plan.sync.mode);
@@ -514,6 +515,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       comm.finish_reports("the segment's stats");
       train_ms += seg.end_ms - seg_start;
       samples_done += seg.iterations * cfg.global_batch;
+      skipped_steps += seg.skipped + seg.server.nonfinite;
       // Rank 0: the trace line, the policy's decision (taken now: the next segment
       // runs it), the stop decision; all of it broadcast in the control tail's layout.
       std::vector<float> control(ControlTail::size(world), 0.0f);

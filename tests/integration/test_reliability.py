@@ -13,7 +13,8 @@ SIGKILL or SIGSTOP itself at a chosen point, or put a NaN in its gradient):
     checkpoint's name and resume continues from the one before;
   - the job goes on with the workers that are left (--resume --workers N-1);
   - a corrupted newest checkpoint is rejected by name and the previous one used;
-  - a NaN on one rank skips that step on every rank; repeated, the run stops;
+  - a NaN on one rank skips that step on every rank (in grouped sync the server skips
+    the update, in local SGD the worker its local step); repeated, the run stops;
   - an unwritable run directory or a disk too small for the checkpoints is reported
     at start.
 
@@ -209,6 +210,14 @@ d, out, _ = run("nan_once", 2, "{ rank = 1, iteration = 5, kind = 'nan' }", extr
 expect(out, "rank(s) 1", "skips this step", what="a NaN once")
 if summary(d)["skipped_steps"] != 1:
     fail(f"nan_once: skipped_steps {summary(d)['skipped_steps']}")
+for mode, extra in [("grouped", "e.sync = { mode = 'grouped', groups = { 1, 1, 2, 2 }, sync_every = 5 }"),
+                    ("local", "e.sync = { mode = 'local', local_steps = 4 }")]:
+    d, out, _ = run("nan_" + mode, 4, "{ rank = 1, iteration = 12, kind = 'nan' }",
+                    extra="e.checkpoint = nil\ne.plan = { kind = 'equal' }\n" + extra)
+    expect(out, "not finite" if mode == "local" else "holds a NaN or Inf", what=f"a NaN in {mode} sync")
+    s = summary(d)
+    if s["iterations"] < 40 or (mode == "grouped" and s["skipped_steps"] != 1):
+        fail(f"nan_{mode}: {s['iterations']} iterations, skipped_steps {s['skipped_steps']}")
 d, out, _ = run("nan_repeated", 2, ", ".join(f"{{ rank = 0, iteration = {t}, kind = 'nan' }}" for t in (5, 6, 7)),
                 extra="e.checkpoint = nil\ne.max_nonfinite_steps = 3", expect_ok=False)
 expect(out, "3 steps in a row", "diverged", what="NaN repeated")

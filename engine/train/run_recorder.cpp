@@ -92,6 +92,7 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
 }
 
 void RunRecorder::progress(int64_t t, double lr) {
+  trace_.flush();
   last_loss_ = w_loss_ / static_cast<double>(std::max<int64_t>(w_samples_, 1));
   const double samples_per_s = static_cast<double>(w_samples_) / (w_step_ms_ / 1000.0);
   std::string balance;

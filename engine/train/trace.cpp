@@ -3,6 +3,8 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <cmath>
+#include <cerrno>
+#include <cstring>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
@@ -120,7 +122,13 @@ void TraceWriter::write(const EvalRecord& r) {
              r.iteration, r.epoch, r.test_loss, r.test_accuracy, r.eval_ms, r.train_s);
 }
 
-void TraceWriter::flush() { std::fflush(file_); }
+// A full disk shows here (writes are buffered): at the latest one progress line after
+// it happens, not at the end of the run.
+void TraceWriter::flush() {
+  if (std::fflush(file_) != 0 || std::ferror(file_))
+    TANDEM_FAIL_HINT("free disk space, then resume from the last checkpoint (tandem run --resume RUN_DIR)",
+                     "cannot write the trace: ", std::strerror(errno));
+}
 
 ChromeTrace::ChromeTrace(const std::string& path, int workers) : file_(open_or_fail(path)) {
   std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", file_);

@@ -117,13 +117,16 @@ private:
 // other ranks write zeros, so the sum is rank 0's values): its stop decision, the
 // console's pause and emulated slowdown (worker + 1, 0 for none), and the policy's
 // next plan: its sync mode's settings, one local batch per worker and one group per
-// worker (floats are exact: all far below 2^24). Meetings of the relaxed modes
+// worker (floats are exact: all far below 2^24), and whether rank 0 writes a
+// checkpoint at the end of the iteration (the others then wait for it at a barrier
+// whose deadline allows for the write). Meetings of the relaxed modes
 // broadcast the same layout. After those, one flag per rank, written by that rank:
 // its loss or gradient is not finite (the sum then is NaN on every rank, so every
 // rank sees the same flags and skips the same step).
 struct ControlTail {
   static constexpr size_t kStop = 0, kHasPlan = 1, kMode = 2, kK = 3, kLocalSteps = 4, kStaleness = 5,
-                          kSyncEvery = 6, kPause = 7, kEmuWorker = 8, kEmuSpeed = 9, kEmuIterations = 10, kPlan = 11;
+                          kSyncEvery = 6, kPause = 7, kEmuWorker = 8, kEmuSpeed = 9, kEmuIterations = 10,
+                          kCheckpoint = 11, kPlan = 12;
   static size_t size(int world) { return kPlan + 3 * static_cast<size_t>(world); }
   static size_t nonfinite(int world, int rank) { return kPlan + 2 * static_cast<size_t>(world) + static_cast<size_t>(rank); }
   static void write_plan(float* tail, const Plan& p, int world) {
@@ -379,15 +382,25 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     s.time_to_target_s = summary.time_to_target_s;
     checkpoints.write(s, [&] { faults.at(done - 1, "checkpoint"); });
   };
-  // At the boundary after `done` iterations: rank 0 writes a checkpoint when one is
-  // due or was asked for; another rank with a fault "during checkpoint" dies now,
-  // while rank 0 writes.
-  auto checkpoint_boundary = [&](int64_t done, const Plan& in_force, bool asked) {
-    if (rank != 0) {
+  // Rank 0, before the collective that ends iteration done - 1: whether a checkpoint
+  // follows it (due, or asked for at the console).
+  auto checkpoint_wanted = [&](int64_t done, bool asked) {
+    return asked || (checkpoints.enabled() && checkpoints.due(done, train_ms));
+  };
+  // At the boundary after `done` iterations, when the control tail says so: rank 0
+  // writes, every rank waits for it (another rank with a fault "during checkpoint"
+  // dies meanwhile). The wait's deadline allows 50 MB/s for the write on top of
+  // collective_timeout_s: a big model on a slow disk is not a dead worker.
+  auto checkpoint_boundary = [&](int64_t done, const Plan& in_force, const float* control) {
+    if (control[ControlTail::kCheckpoint] < 0.5f) return;
+    if (rank == 0)
+      write_checkpoint_now(done, in_force);
+    else
       faults.at(done - 1, "checkpoint");
-      return;
-    }
-    if (asked || (checkpoints.enabled() && checkpoints.due(done, train_ms))) write_checkpoint_now(done, in_force);
+    const double timeout = comm.timeout_s();
+    comm.set_timeout_s(timeout + static_cast<double>(checkpoints.bytes()) / 50e6);
+    comm.barrier("waiting for rank 0 to write a checkpoint");
+    comm.set_timeout_s(timeout);
   };
   summary.stop_reason = "epochs";
   int64_t t = first_iteration;
@@ -553,6 +566,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
             g_interrupted || (cfg.stop.max_seconds && train_ms / 1000.0 >= *cfg.stop.max_seconds) ? 1.0f : 0.0f;
         if (decided) ControlTail::write_plan(control.data(), *decided, world);
         write_console(control.data(), asked);
+        if (checkpoint_wanted(done, asked.checkpoint)) control[ControlTail::kCheckpoint] = 1.0f;
       }
       for (WorkerStats& r : reports) r.valid = 0;  // recorded: the bsp path must not again
       comm.broadcast(control.data(), control.size() * sizeof(float), "the meeting's decisions");
@@ -568,7 +582,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
         break;
       }
       const bool stopping = control[ControlTail::kStop] > 0.5f || console_stop;
-      if (!stopping && done < total) checkpoint_boundary(done, plan, asked.checkpoint);
+      if (!stopping && done < total) checkpoint_boundary(done, plan, control.data());
       if (stopping) {
         summary.stop_reason = g_interrupted ? "interrupted" : console_stopped || console_stop ? "console" : "max_seconds";
         ++t;
@@ -676,6 +690,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       tail[ControlTail::kStop] = stop_here ? 1.0f : 0.0f;
       if (decided) ControlTail::write_plan(tail, *decided, world);
       write_console(tail, asked);
+      if (checkpoint_wanted(t + 1, asked.checkpoint)) tail[ControlTail::kCheckpoint] = 1.0f;
     }
     tail[ControlTail::nonfinite(world, rank)] = my_nonfinite ? 1.0f : 0.0f;
     faults.at(t, "allreduce");
@@ -748,7 +763,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       break;
     }
     // (A run that stops here gets its final checkpoint after the loop.)
-    if (!stop_after && !last) checkpoint_boundary(t + 1, next_plan ? *next_plan : plan, asked.checkpoint);
+    if (!stop_after && !last) checkpoint_boundary(t + 1, next_plan ? *next_plan : plan, tail);
     if (stop_after) {
       summary.stop_reason = g_interrupted ? "interrupted" : console_stopped ? "console" : "max_seconds";
       if (rank == 0 && g_interrupted) spdlog::warn("interrupted: stopping after iteration {}", t + 1);

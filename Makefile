@@ -4,7 +4,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build quickstart test bench clean
+.PHONY: all deps configure build quickstart test bench experiments clean
 
 all: build
 
@@ -27,6 +27,11 @@ bench: configure
 	@tools/install-deps.sh python3-torch
 	@cmake --build $(BUILD) -j $(JOBS)
 	tools/bench/run_all.sh $(BUILD)
+
+# The papers' experiments (scripts/experiments/suite), each ending with a report and
+# a comparison table; STUDY=name runs one. Not tests: they take an hour or more.
+experiments: build
+	python3 tools/experiments/run.py --build $(BUILD) $(STUDY)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,4 @@
+-- Grouped stalls: the grouped policy (groups from measured speeds; see base.lua).
+local e = dofile('scripts/experiments/suite/grouped_stalls/base.lua')
+e.policy = { file = 'grouped' }
+return e

@@ -40,6 +40,7 @@
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "engine/script/experiment_loader.hpp"
+#include "engine/script/lua_state.hpp"
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
 #include "engine/train/trainer.hpp"
@@ -74,6 +75,11 @@ usage:
       A Lua prompt into a running job through the socket in its run directory:
       workers(), plan(), history(n), policy(), swap('boa'), set(key, value),
       emulate{...}, pause(), resume(), stop(); help() lists them. Ctrl-D detaches.
+  tandem report RUN_DIR [RUN_DIR ...] [--out FILE.html] [--target ACC] [--title T]
+      A self-contained HTML report of one run or several overlaid (matplotlib,
+      Debian's python3-matplotlib): per-worker compute/communication/idle, local
+      batches with the policy's decisions, throughput against the ideal, loss and
+      test accuracy against time; with several runs a comparison table.
   tandem test FILE.lua
       Run a Lua test file.
   tandem version
@@ -259,6 +265,24 @@ int wait_ranks(pid_t child) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// tandem report: tools/report/report.py under a Python that has matplotlib (Debian's
+// python3-matplotlib installs for /usr/bin/python3, which a pyenv or venv python3
+// first on PATH would not see).
+int cmd_report(const std::vector<std::string>& args) {
+  const std::string script = tandem::tandem_root() + "/tools/report/report.py";
+  TANDEM_CHECK_HINT(access(script.c_str(), R_OK) == 0, "set TANDEM_HOME to tandem's source directory",
+                    "the report tool '", script, "' is missing");
+  const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  std::vector<std::string> cmd = {python, script};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  TANDEM_FAIL_HINT("install python3 and python3-matplotlib (apt-get install python3-matplotlib)", "cannot run ",
+                   python, ": ", std::strerror(errno));
+}
+
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::string experiment, out_dir, level, workers, resume;
   std::vector<std::string> overrides;
@@ -393,6 +417,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (cmd == "run") return cmd_run(args, &argc, &argv);
     if (cmd == "sim") return cmd_sim(args);
+    if (cmd == "report") return cmd_report(args);
     if (cmd == "profile") return cmd_profile(args);
     if (cmd == "attach") {
       if (args.size() != 1) return usage_error("attach needs the run directory of a running job");

@@ -194,6 +194,11 @@ d, out, _ = run("kill_while_writing", 2, "{ rank = 1, iteration = 19, kind = 'ki
 names = all_whole(d)
 if names[:1] != ["ckpt-0000000010.tdm"] or len(names) > 2:
     fail(f"kill_while_writing: checkpoints {names}")
+d, out, elapsed = run("stop_while_writing", 2, "{ rank = 1, iteration = 19, kind = 'stop', during = 'checkpoint' }",
+                      expect_ok=False)
+expect(out, "waiting for rank 0 to write a checkpoint", "missing rank(s): 1", what="a worker stopped at a checkpoint")
+if all_whole(d) != ["ckpt-0000000010.tdm", "ckpt-0000000020.tdm"] or elapsed > NOTICE_WITHIN_S:
+    fail(f"stop_while_writing: checkpoints {checkpoints(d)} after {elapsed:.1f} s")
 
 # 5. A corrupted newest checkpoint: rejected by name, the previous one used.
 newest = os.path.join(full, "checkpoints", checkpoints(full)[-1])

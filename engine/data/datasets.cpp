@@ -1,5 +1,10 @@
 #include "engine/data/datasets.hpp"
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
 #include "engine/core/error.hpp"
 #include "engine/data/fashion_mnist.hpp"
 #include "engine/data/synthetic.hpp"
@@ -11,6 +16,25 @@ std::unique_ptr<Dataset> make_dataset(const DataConfig& cfg, bool train) {
   if (cfg.name == "synthetic")
     return make_synthetic(cfg.shape, cfg.classes, train ? cfg.train_size : cfg.test_size, cfg.seed, train ? 0 : 1);
   TANDEM_FAIL_HINT("use data.name = 'fashion-mnist' or 'synthetic'", "unknown data set '", cfg.name, "'");
+}
+
+void check_dataset_files(const DataConfig& cfg) {
+  if (cfg.name != "fashion-mnist") return;  // synthetic data is generated
+  const std::vector<std::string> files = fashion_mnist_files(cfg.dir);
+  std::string names;
+  for (const std::string& f : files) names += (names.empty() ? "" : ", ") + f.substr(f.find_last_of('/') + 1);
+  const std::string hint = "install the data set with `apt-get install dataset-fashion-mnist`, or point data.dir=... "
+                           "at a folder holding " + names;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(cfg.dir, ec))
+    TANDEM_FAIL_HINT(hint, "data.dir = '", cfg.dir, "' is not a folder: fashion-mnist reads its IDX files from there");
+  for (const std::string& f : files) {
+    if (!std::filesystem::exists(f, ec))
+      TANDEM_FAIL_HINT(hint, "data file '", f, "' does not exist (data.dir = '", cfg.dir, "')");
+    if (!std::ifstream(f, std::ios::binary))
+      TANDEM_FAIL_HINT("check the file's permissions, or " + hint, "data file '", f,
+                       "' cannot be read (data.dir = '", cfg.dir, "')");
+  }
 }
 
 }  // namespace tandem

@@ -13,12 +13,16 @@ namespace {
 
 const char* kPackage = "dataset-fashion-mnist";
 
+std::string idx_path(const std::string& dir, bool train, bool images) {
+  return dir + (train ? "/train" : "/t10k") + (images ? "-images-idx3-ubyte.gz" : "-labels-idx1-ubyte.gz");
+}
+
 class FashionMnist final : public Dataset {
 public:
   FashionMnist(const std::string& dir, bool train) : name_(train ? "fashion-mnist/train" : "fashion-mnist/test") {
     const std::string prefix = dir + (train ? "/train" : "/t10k");
-    IdxArray images = read_idx_gz(prefix + "-images-idx3-ubyte.gz", 3, kPackage);
-    IdxArray labels = read_idx_gz(prefix + "-labels-idx1-ubyte.gz", 1, kPackage);
+    IdxArray images = read_idx_gz(idx_path(dir, train, true), 3, kPackage);
+    IdxArray labels = read_idx_gz(idx_path(dir, train, false), 1, kPackage);
     if (images.dims[1] != 28 || images.dims[2] != 28)
       TANDEM_FAIL_HINT("point data.dir at the Fashion-MNIST files", "images in ", prefix,
                        "-images-idx3-ubyte.gz are ", images.dims[1], "x", images.dims[2], ", not 28x28");
@@ -75,6 +79,11 @@ private:
 
 std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, bool train) {
   return std::make_unique<FashionMnist>(dir, train);
+}
+
+std::vector<std::string> fashion_mnist_files(const std::string& dir) {
+  return {idx_path(dir, true, true), idx_path(dir, true, false), idx_path(dir, false, true),
+          idx_path(dir, false, false)};
 }
 
 }  // namespace tandem

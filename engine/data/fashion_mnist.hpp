@@ -5,6 +5,7 @@
 // they are gathered into a batch.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/data/dataset.hpp"
 
@@ -16,5 +17,9 @@ constexpr float kFashionMnistMean = 0.2860f;
 constexpr float kFashionMnistStd = 0.3530f;
 
 std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, bool train);
+
+// The files load_fashion_mnist reads from dir: training images and labels, then the
+// test set's.
+std::vector<std::string> fashion_mnist_files(const std::string& dir);
 
 }  // namespace tandem

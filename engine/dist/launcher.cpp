@@ -32,6 +32,7 @@ std::vector<std::string> mpirun_command(int workers, const std::vector<std::stri
 }
 
 void launch_local_ranks(int workers, const std::vector<std::string>& args) {
+  TANDEM_CHECK_HINT(workers >= 1, "set workers to 1 or more", "cannot start ", workers, " workers");
   const std::vector<std::string> cmd = mpirun_command(workers, args);
   // OpenBLAS sizes its thread pool when it loads, before tandem can call
   // openblas_set_num_threads; idle pool threads spin for a while after each GEMM,
@@ -43,6 +44,17 @@ void launch_local_ranks(int workers, const std::vector<std::string>& args) {
   execvp(argv[0], argv.data());
   TANDEM_FAIL_HINT("install OpenMPI with `apt-get install openmpi-bin`, or run with workers=1",
                    "cannot start mpirun for ", workers, " workers: ", std::strerror(errno));
+}
+
+int mpi_world_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= INT_MAX) return static_cast<int>(n);
+  }
+  return 0;
 }
 
 }  // namespace tandem

@@ -18,4 +18,10 @@ std::vector<std::string> mpirun_command(int workers, const std::vector<std::stri
 // Replaces this process by mpirun (does not return on success).
 [[noreturn]] void launch_local_ranks(int workers, const std::vector<std::string>& args);
 
+// The ranks of the MPI job this process is one of, from what mpirun puts in the
+// environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE); 0 when no mpirun started it (the
+// launcher itself, tandem sim, a single worker). An experiment's per-worker settings
+// must fit this many ranks, whatever its `workers` says.
+int mpi_world_size();
+
 }  // namespace tandem

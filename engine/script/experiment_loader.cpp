@@ -5,7 +5,11 @@
 #include <cmath>
 #include <optional>
 
+#include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
+#include "engine/data/datasets.hpp"
+#include "engine/dist/launcher.hpp"
+#include "engine/nn/model.hpp"
 #include "engine/script/lua_state.hpp"
 
 namespace tandem {
@@ -299,6 +303,8 @@ ExperimentConfig to_config(json& j) {
 json lua_to_json(lua_State* L, int idx, const std::string& path) { return to_json(L, idx, path, 0); }
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  // Under mpirun the per-worker settings must fit the ranks it started.
+  const int world = mpi_world_size();
   json resolved;
   {
     LuaState L;
@@ -311,7 +317,11 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
       lua_rawseti(L, -2, static_cast<int>(i + 1));
     }
     lua_pushstring(L, path.c_str());
-    protected_call(L, 3, 1, "resolving experiment " + path);  // resolved table
+    if (world > 0)
+      lua_pushinteger(L, world);
+    else
+      lua_pushnil(L);
+    protected_call(L, 4, 1, "resolving experiment " + path);  // resolved table
     TANDEM_CHECK(lua_istable(L, -1), "tandem.experiment.resolve returned a ", luaL_typename(L, -1),
                  ", not the resolved experiment table");
     resolved = lua_to_json(L, -1, "experiment");
@@ -326,6 +336,22 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   }
   config.source = path;
   config.resolved_json = resolved.dump(2);
+
+  // What can only be checked outside Lua, checked before any worker starts: the
+  // data files, and (when this process is about to start the ranks) that the model
+  // fits the data's samples, which the ranks would otherwise find each on its own
+  // after mpirun has started them.
+  check_dataset_files(config.data);
+  if (world == 0 && config.workers > 1) {
+    try {
+      Model probe(cpu_device(), config.model, config.seed);
+    } catch (const Error& e) {
+      TANDEM_FAIL_HINT("fix the model (" + resolved["model"].value("file", std::string("its file")) +
+                           ") or its model_args, or the data's shape",
+                       "the model of ", path, " does not fit the data's samples ", shape_str(config.model.input), ": ",
+                       e.what());
+    }
+  }
   return config;
 }
 

@@ -4,6 +4,10 @@
 // the model file) and turns the resolved table into an ExperimentConfig. Any Lua
 // error, in the experiment or in its model, comes back as a tandem::Error with
 // file:line (and the traceback for runtime errors) before anything is trained.
+// Every setting is checked here, where the launcher loads the experiment before it
+// starts any rank: the per-worker settings against the number of workers (or, under
+// an mpirun started by hand, the ranks it started), the data set's files, and, when
+// several workers are about to be started, that the model's layers fit the data.
 #include <string>
 #include <vector>
 

@@ -16,28 +16,46 @@ int64_t Plan::offset(int rank) const {
 }
 
 void Plan::validate(int world_size, int64_t global_batch_size) const {
-  TANDEM_CHECK_HINT(static_cast<int>(local_batch.size()) == world_size,
+  TANDEM_CHECK_HINT(world_size >= 1 && global_batch_size >= 0, "a plan is for 1 or more workers and a global batch "
+                    "of 0 or more", "plan ", str(), " checked for ", world_size, " workers and global batch ",
+                    global_batch_size);
+  TANDEM_CHECK_HINT(local_batch.size() == static_cast<size_t>(world_size),
                     "give one local batch per worker (plan.batches)", "plan ", str(), " has ", local_batch.size(),
                     " local batches for ", world_size, " workers");
-  for (size_t r = 0; r < local_batch.size(); ++r)
+  // Summed without overflow, however large the batches: each is at most what is
+  // left of the global batch.
+  int64_t sum = 0;
+  for (size_t r = 0; r < local_batch.size(); ++r) {
     TANDEM_CHECK_HINT(local_batch[r] >= 0, "local batches must be 0 or more", "plan ", str(), " gives rank ", r,
                       " a negative batch");
-  TANDEM_CHECK_HINT(global_batch() == global_batch_size, "make the local batches add up to global_batch", "plan ",
-                    str(), " sums to ", global_batch(), ", not the global batch ", global_batch_size);
+    TANDEM_CHECK_HINT(local_batch[r] <= global_batch_size - sum, "make the local batches add up to global_batch",
+                      "plan ", str(), " sums to more than the global batch ", global_batch_size);
+    sum += local_batch[r];
+  }
+  TANDEM_CHECK_HINT(sum == global_batch_size, "make the local batches add up to global_batch", "plan ", str(),
+                    " sums to ", sum, ", not the global batch ", global_batch_size);
   const int n = world_size;
+  const int mode = static_cast<int>(sync.mode);
+  TANDEM_CHECK_HINT(mode >= 0 && mode <= static_cast<int>(SyncMode::local),
+                    "use sync mode bsp, grouped, ksync or local", "plan ", str(), " has sync mode number ", mode);
   switch (sync.mode) {
     case SyncMode::bsp:
       break;
     case SyncMode::grouped: {
-      TANDEM_CHECK_HINT(static_cast<int>(sync.group.size()) == n, "give one group per worker (groups = {1, 1, 2, ...})",
-                        "plan ", str(), " has ", sync.group.size(), " group entries for ", n, " workers");
+      TANDEM_CHECK_HINT(sync.group.size() == static_cast<size_t>(n),
+                        "give one group per worker (groups = {1, 1, 2, ...})", "plan ", str(), " has ",
+                        sync.group.size(), " group entries for ", n, " workers");
+      // Every group number in range before any is used as an index.
+      for (int r = 0; r < n; ++r) {
+        const int grp = sync.group[static_cast<size_t>(r)];
+        TANDEM_CHECK_HINT(grp >= 0 && grp < n, "number groups 1..G (0..G-1 in C++)", "plan ", str(), " puts rank ", r,
+                          " in group ", grp);
+      }
       const int g = sync.groups();
       std::vector<int64_t> batch(static_cast<size_t>(g), 0);
       std::vector<int> members(static_cast<size_t>(g), 0);
       for (int r = 0; r < n; ++r) {
         const int grp = sync.group[static_cast<size_t>(r)];
-        TANDEM_CHECK_HINT(grp >= 0 && grp < n, "number groups 1..G (0..G-1 in C++)", "plan ", str(), " puts rank ", r,
-                          " in group ", grp);
         ++members[static_cast<size_t>(grp)];
         batch[static_cast<size_t>(grp)] += local_batch[static_cast<size_t>(r)];
       }
@@ -120,6 +138,8 @@ std::string SyncPlan::str() const {
 }
 
 Plan Plan::equal(int world_size, int64_t global_batch_size) {
+  TANDEM_CHECK_HINT(world_size >= 1 && global_batch_size >= 0, "set workers >= 1 and global_batch >= 0",
+                    "an equal split of ", global_batch_size, " samples over ", world_size, " workers");
   Plan p;
   for (int r = 0; r < world_size; ++r)
     p.local_batch.push_back(global_batch_size / world_size + (r < global_batch_size % world_size ? 1 : 0));
@@ -127,6 +147,10 @@ Plan Plan::equal(int world_size, int64_t global_batch_size) {
 }
 
 Plan Plan::proportional(const std::vector<double>& weights, int64_t global_batch_size) {
+  for (size_t r = 0; r < weights.size(); ++r)
+    TANDEM_CHECK(std::isfinite(weights[r]) && weights[r] >= 0.0, "proportional plan: worker ", r, " has weight ",
+                 weights[r], "; weights are finite and 0 or more");
+  TANDEM_CHECK(global_batch_size >= 0, "proportional plan of a negative global batch ", global_batch_size);
   const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
   TANDEM_CHECK(total > 0.0 && std::isfinite(total), "proportional plan needs positive weights");
   Plan p;

@@ -5,9 +5,16 @@
 -- This file is the reference for every key an experiment may hold, its default and
 -- its range; the defaults match engine/train/config.hpp. A key not in the schema is
 -- an error that names it (and the nearest known key), never a silent default, so a
--- typo cannot quietly train something else. Later capabilities (workers, plan,
--- policy, emulation) add keys by adding entries to M.schema, and the fields they
--- read in engine/script/experiment_loader.cpp.
+-- typo cannot quietly train something else; the same holds for model_args keys the
+-- model never reads. Settings that must agree with each other (a global batch of at
+-- least one sample per worker, a fixed plan that adds up and fits every worker's
+-- memory, one entry per worker in every per-worker list) are checked in resolve(),
+-- which the launcher runs before it starts any rank: a mistake costs no mpirun.
+-- Later capabilities (workers, plan, policy, emulation) add keys by adding entries to
+-- M.schema, and the fields they read in engine/script/experiment_loader.cpp.
+--
+-- A table can be given whole on the command line as a Lua table constructor
+-- ('faults={{rank = 1, iteration = 20}}'), evaluated with no globals.
 --
 -- Mistakes in the user's input are raised as "user error" tables {message, hint,
 -- where} (see engine/script/lua_state.hpp): the engine prints them without a
@@ -61,7 +68,7 @@ M.schema = record {
     min_lr = number(0, { min = 0, doc = 'cosine: the floor reached at the last iteration' }),
   },
   stop = record {
-    epochs = number(1, { gt = 0, doc = 'always a bound' }),
+    epochs = number(1, { gt = 0, max = 1e9, doc = 'always a bound' }),
     target_accuracy = number(nil, { gt = 0, max = 1, doc = 'stop once test accuracy reaches it' }),
     max_iterations = integer(nil, { min = 1 }),
     max_seconds = number(nil, { gt = 0, doc = 'training wall-clock bound' }),
@@ -197,7 +204,7 @@ M.schema = record {
 
 -- What the model sees for each built-in data set (synthetic: data.shape, data.classes).
 M.datasets = {
-  ['fashion-mnist'] = { shape = { 1, 28, 28 }, classes = 10 },
+  ['fashion-mnist'] = { shape = { 1, 28, 28 }, classes = 10, train_size = 60000, test_size = 10000 },
 }
 
 local SCHEMA_HINT = 'every key an experiment may hold is listed, with its default, in scripts/tandem/experiment.lua'
@@ -211,9 +218,18 @@ local function user_error(message, hint, where)
   return setmetatable({ message = message, hint = hint, where = where }, UserError)
 end
 
+-- The override that set `path` or a table holding it (faults[1].rank: faults), if any.
+local function origin_of(ctx, path)
+  while path do
+    if ctx.origin[path] then return ctx.origin[path] end
+    path = path:match('^(.+)%.[^.%[]+$') or path:match('^(.+)%[%d+%]$')
+  end
+  return nil
+end
+
 -- ctx: {source = experiment file, origin = {[dotted key] = "override 'k=v'"}}
 local function fail(ctx, path, message, hint)
-  local origin = path and ctx.origin[path]
+  local origin = path and origin_of(ctx, path)
   if origin then
     error(user_error(message .. ' (from ' .. origin .. ')', hint or 'fix the override on the command line'), 0)
   end
@@ -229,7 +245,8 @@ end
 
 local expected = {
   number = 'a number', integer = 'an integer', string = 'a string', boolean = 'true or false',
-  array = 'a non-empty list of positive integers', record = 'a table', free = 'a table', list = 'a list',
+  array = 'a non-empty list of positive integers', record = 'a table', free = 'a table',
+  list = 'a list (values 1..n, no holes)',
 }
 
 ------------------------------------------------------------------------------------
@@ -340,6 +357,9 @@ local function check_value(ctx, node, v, path)
     if type(v) ~= 'boolean' then bad() end
   elseif kind == 'array' then
     if type(v) ~= 'table' or #v == 0 then bad() end
+    local count = 0
+    for k in pairs(v) do count = count + 1 end
+    if count ~= #v then bad() end  -- holes or named keys
     for k, x in pairs(v) do
       if type(k) ~= 'number' or k < 1 or k > #v or k ~= math.floor(k) then bad() end
       if type(x) ~= 'number' or not finite(x) or x ~= math.floor(x) or x < 1 then
@@ -351,9 +371,12 @@ local function check_value(ctx, node, v, path)
     if type(v) ~= 'table' then bad() end
   elseif kind == 'list' then
     if type(v) ~= 'table' then bad() end
+    local count = 0
     for k in pairs(v) do
+      count = count + 1
       if type(k) ~= 'number' or k < 1 or k > #v or k ~= math.floor(k) then bad() end
     end
+    if count ~= #v then bad() end  -- holes: {1, nil, 3}
     for i, x in ipairs(v) do check_value(ctx, node.item, x, string.format('%s[%d]', path, i)) end
   elseif kind == 'record' then
     if type(v) ~= 'table' then bad() end
@@ -364,19 +387,26 @@ local function check_value(ctx, node, v, path)
              'every entry needs a name: write key = value')
       end
       local sub = node.fields[key]
-      if not sub then unknown_key(ctx, path, key, node) end
+      if not sub then
+        local origin = origin_of(ctx, path)  -- a table given whole on the command line
+        unknown_key(ctx, path, key, node, origin and origin:match("^override '(.*)'$"))
+      end
       check_value(ctx, sub, v[key], join(path, key))
     end
   end
 end
 
+-- Values of the wrong type are left for check_value to report (an override may
+-- have put a number where a table belongs).
 local function fill_defaults(node, v)
   for key, sub in pairs(node.fields) do
     if sub.kind == 'record' then
       if v[key] == nil then v[key] = {} end
-      fill_defaults(sub, v[key])
-    elseif sub.kind == 'list' and v[key] ~= nil and sub.item.kind == 'record' then
-      for _, x in ipairs(v[key]) do fill_defaults(sub.item, x) end
+      if type(v[key]) == 'table' then fill_defaults(sub, v[key]) end
+    elseif sub.kind == 'list' and type(v[key]) == 'table' and sub.item.kind == 'record' then
+      for _, x in ipairs(v[key]) do
+        if type(x) == 'table' then fill_defaults(sub.item, x) end
+      end
     elseif v[key] == nil and sub.default ~= nil then
       v[key] = deep_copy(sub.default)
     end
@@ -414,6 +444,29 @@ local function parse_free(text)
   return text
 end
 
+-- A Lua table constructor from the command line ('faults={{rank = 1, iteration = 20}}'),
+-- evaluated with no globals and a bound on the work it may do.
+local function parse_table_literal(text, sub, path, o)
+  local chunk, err = loadstring('return ' .. text, '=override')
+  local ok, v = false, nil
+  if chunk then
+    setfenv(chunk, {})
+    if jit then jit.off(chunk, true) end  -- interpreted, so the count hook sees every instruction
+    local hook, mask, count = debug.gethook()
+    debug.sethook(function() error('it takes too long to evaluate', 0) end, '', 1000000)
+    ok, v = pcall(chunk)
+    if hook then debug.sethook(hook, mask, count) else debug.sethook() end
+    if not ok then err = tostring(v) end
+  end
+  if ok and type(v) ~= 'table' then err = 'it gives ' .. show(v) end
+  if err then
+    error(user_error(string.format("override '%s': '%s' is not a Lua table: %s", o, path, err),
+                     string.format("write it as a Lua table constructor in quotes, e.g. '%s={...}'%s", path,
+                                   sub.doc and (' (' .. sub.doc .. ')') or '')), 0)
+  end
+  return v
+end
+
 -- Reads the text of an override as the schema says the key's value is typed.
 local function parse_typed(ctx, sub, text, path, o)
   local kind = sub.kind
@@ -445,10 +498,19 @@ local function parse_typed(ctx, sub, text, path, o)
     for item in text:gmatch('[^,]+') do v[#v + 1] = item:match('^%s*(.-)%s*$') end
     return v
   end
-  -- a record: only its keys can be overridden
-  local example = sorted_keys(sub.fields)[1]
-  error(user_error(string.format("override '%s': '%s' is a table; override its keys instead", o, path),
-                   string.format('write %s.%s=...', path, example)), 0)
+  -- A table (a record, free-form, or a list of records): written whole as a Lua
+  -- table constructor, or (records, free-form) key by key.
+  if text:match('^%s*{') then return parse_table_literal(text, sub, path, o) end
+  if kind == 'free' then
+    local v = parse_free(text)
+    if type(v) == 'table' then return v end
+  end
+  local example = kind == 'record' and sorted_keys(sub.fields)[1] or 'key'
+  local keywise = kind ~= 'list' and string.format('set its keys (%s.%s=...), or ', path, example) or ''
+  error(user_error(string.format("override '%s': '%s' is %s, got '%s'", o, path,
+                                 kind == 'list' and 'a list of tables' or 'a table', text),
+                   string.format('%swrite it whole as a Lua table in quotes: \'%s={...}\'%s', keywise, path,
+                                 sub.doc and (' (' .. sub.doc .. ')') or '')), 0)
 end
 
 local function apply_override(ctx, exp, o)
@@ -470,6 +532,7 @@ local function apply_override(ctx, exp, o)
       -- free-form tables (model_args) take any key
       if last then
         target[p] = parse_free(text)
+        ctx.origin[full] = "override '" .. o .. "'"
       else
         if type(target[p]) ~= 'table' then target[p] = {} end
         target = target[p]
@@ -497,10 +560,13 @@ end
 ------------------------------------------------------------------------------------
 -- The model
 
+-- A readable file (a directory opens, but does not read).
 local function file_exists(path)
   local f = io.open(path, 'r')
-  if f then f:close() end
-  return f ~= nil
+  if not f then return false end
+  local _, err = f:read(0)
+  f:close()
+  return err == nil
 end
 
 local function dirname(path) return path:match('^(.*)/[^/]*$') or '.' end
@@ -553,7 +619,8 @@ function M.build_model(ctx, exp, input, classes)
                        '; a missing comma, `end` or closing bracket is often reported on a later line',
                      where or shown), 0)
   end
-  setfenv(chunk, setmetatable({}, { __index = _G }))
+  local env = setmetatable({}, { __index = _G })
+  setfenv(chunk, env)
   local ctor = chunk()
   if type(ctor) ~= 'function' then
     error(user_error(string.format('model file %s returned %s, not a function', shown, show(ctor)),
@@ -567,9 +634,49 @@ function M.build_model(ctx, exp, input, classes)
     end
   end
   args.input, args.classes = deep_copy(input), classes
+  -- The model sees its arguments through a table that notes which keys it reads, so
+  -- a model_args key it never reads (a typo, or an argument of another model) is an
+  -- unknown key like any other. Iterating the arguments (pairs, next, ipairs in the
+  -- model file) reads them all.
+  local read, iterated = {}, false
+  local proxy = setmetatable({}, {
+    __index = function(_, k) read[k] = true; return args[k] end,
+    __newindex = function(_, k, v) read[k] = true; args[k] = v end,
+  })
+  local function unwrap(t)
+    if t == proxy then iterated = true; return args end
+    return t
+  end
+  env.pairs = function(t) return pairs(unwrap(t)) end
+  env.ipairs = function(t) return ipairs(unwrap(t)) end
+  env.next = function(t, k) return next(unwrap(t), k) end
+  env.unpack = function(t, ...) return unpack(unwrap(t), ...) end
+  env.rawget = function(t, k) if t == proxy then read[k] = true; return args[k] end return rawget(t, k) end
   nn.building = shown
-  local model = ctor(args)
+  local model = ctor(proxy)
   nn.building = nil
+  if not iterated then
+    local known = {}
+    for k in pairs(read) do
+      if k ~= 'input' and k ~= 'classes' then known[#known + 1] = tostring(k) end
+    end
+    table.sort(known)
+    for _, k in ipairs(sorted_keys(exp.model_args)) do
+      if not read[k] then
+        local near, near_d
+        for _, r in ipairs(known) do
+          local d = distance(tostring(k), r)
+          if d <= 2 and (not near_d or d < near_d) then near, near_d = r, d end
+        end
+        fail(ctx, 'model_args.' .. tostring(k),
+             string.format("unknown key 'model_args.%s': model %s does not read it%s", tostring(k), shown,
+                           near and string.format(" (did you mean 'model_args.%s'?)", near) or ''),
+             #known > 0 and string.format('remove it; model %s reads model_args.%s', shown,
+                                          table.concat(known, ', model_args.'))
+               or string.format('remove it: model %s reads no model_args', shown))
+      end
+    end
+  end
   local problem = nn.check_model(model)
   if problem then
     error(user_error(string.format('the function in model file %s returned a model that %s', shown, problem),
@@ -601,9 +708,13 @@ end
 -- strings; source: the experiment file (for the default name, messages, and model
 -- paths relative to it). Returns a new table: every key of the schema filled in,
 -- `model` replaced by the built model {name, file, input, classes, layers}, plus
--- `source` and `overrides` for the record.
-function M.resolve(exp, overrides, source)
+-- `source` and `overrides` for the record. world: the ranks an mpirun started by
+-- hand has started (nil otherwise), which every per-worker setting must fit.
+function M.resolve(exp, overrides, source, world)
   source = source or 'experiment'
+  if world ~= nil and (type(world) ~= 'number' or world < 1 or world ~= math.floor(world)) then
+    error(user_error('the number of ranks must be a positive integer, got ' .. show(world)), 0)
+  end
   local ctx = { source = source, origin = {} }
   if type(exp) ~= 'table' then
     error(user_error(string.format('experiment %s returned %s, not a table', source, show(exp)),
@@ -626,18 +737,147 @@ function M.resolve(exp, overrides, source)
     fail(ctx, 'nesterov', 'nesterov = true needs momentum > 0', 'set momentum (e.g. 0.9), or nesterov = false')
   end
 
-  if exp.plan.kind == 'fixed' and not exp.plan.batches then
-    fail(ctx, 'plan.kind', "plan.kind = 'fixed' needs plan.batches", 'add plan.batches = {b0, b1, ...}, one per worker')
+  -- The ranks the run will have: `workers`, or, under an mpirun started by hand, the
+  -- ranks it started (`world`). Every per-worker setting is checked against it, here,
+  -- before any rank starts.
+  local n = world or exp.workers
+  local B = exp.global_batch
+  -- Where a per-worker mismatch came from: the setting itself when the command line
+  -- gave it, else the command line's workers= (--workers N) when that gave the count.
+  local function at(path)
+    if not origin_of(ctx, path) and ctx.origin.workers and not world then return 'workers' end
+    return path
   end
+  local function per_worker(path, list, hint)
+    if list and #list ~= n then
+      fail(ctx, at(path), string.format('%s has %d entries for %d workers', path, #list, n),
+           hint or string.format('give %s one entry per worker (%d)', path, n))
+    end
+  end
+
+  if B < n then
+    fail(ctx, at('global_batch'),
+         string.format("'global_batch' must be >= the number of workers (%d), got %d", n, B),
+         string.format('set global_batch to %d or more, so that every worker gets samples, or run fewer workers', n))
+  end
+
+  local data = exp.data
+  local builtin = M.datasets[data.name]
+  if builtin then
+    if not same_list(data.shape, builtin.shape) or data.classes ~= builtin.classes then
+      fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
+           string.format('data.shape and data.classes are fixed for %s (%s, %d classes)', data.name,
+                         table.concat(builtin.shape, 'x'), builtin.classes),
+           "leave them out, or use data.name = 'synthetic'")
+    end
+  end
+  local train_size = builtin and builtin.train_size or data.train_size
+  local test_size = builtin and builtin.test_size or data.test_size
+  if B > train_size then
+    fail(ctx, 'global_batch', string.format("'global_batch' must be <= %d, the training samples of %s, got %d",
+                                            train_size, data.name, B),
+         'lower global_batch: an iteration draws its global batch from the training set without repeats')
+  end
+  -- An evaluation batch past the test set evaluates it at once, as the test set's size
+  -- does, without allocating room for samples that are not there.
+  exp.eval_batch = math.min(exp.eval_batch, test_size)
+
+  local plan = exp.plan
+  if plan.kind == 'fixed' and not plan.batches then
+    fail(ctx, 'plan.kind', "plan.kind = 'fixed' needs plan.batches",
+         string.format('add plan.batches = {b0, b1, ...}: one local batch per worker (%d), summing to global_batch (%d)',
+                       n, B))
+  end
+  if plan.batches and plan.kind ~= 'fixed' then
+    fail(ctx, 'plan.batches', string.format("plan.batches is only read with plan.kind = 'fixed', not '%s'", plan.kind),
+         "set plan.kind = 'fixed' to train with these local batches, or remove plan.batches")
+  end
+  if plan.kind == 'fixed' then
+    local sum = 0
+    for _, b in ipairs(plan.batches) do sum = sum + b end
+    if #plan.batches ~= n then
+      fail(ctx, at('plan.batches'), string.format('plan.batches has %d local batches (summing to %d) for %d workers',
+                                                  #plan.batches, sum, n),
+           string.format('give plan.batches one local batch per worker (%d), summing to global_batch (%d)', n, B))
+    end
+    if sum ~= B then
+      fail(ctx, 'plan.batches', string.format('plan.batches sums to %d, not global_batch = %d', sum, B),
+           string.format('make the %d local batches add up to %d, or set global_batch = %d', n, B, sum))
+    end
+  end
+
   local emu = exp.emulation
+  if plan.kind == 'proportional' and not emu.enabled then
+    fail(ctx, 'plan.kind', "plan.kind = 'proportional' divides the global batch by emulated speeds, but no emulation "
+                              .. 'is configured', "set emulation.speeds = {...} (one per worker), or plan.kind = 'equal'")
+  end
   if emu.speeds and emu.workers then
     fail(ctx, 'emulation.speeds', 'emulation.speeds and emulation.workers both set',
          'give speeds either as emulation.speeds = {...} or as emulation.workers[i].speed')
   end
-  for _, pair in ipairs({ { 'duration', emu.random.duration }, { 'speed', emu.random.speed } }) do
-    if pair[2] and #pair[2] ~= 2 then
-      fail(ctx, 'emulation.random.' .. pair[1], string.format("'emulation.random.%s' must be {min, max}", pair[1]),
-           string.format('write emulation.random.%s = {min, max}', pair[1]))
+  for _, key in ipairs({ 'duration', 'speed' }) do
+    local range = emu.random[key]
+    local path = 'emulation.random.' .. key
+    if range and #range ~= 2 then
+      fail(ctx, path, string.format("'%s' must be {min, max}, got %d values", path, #range),
+           string.format('write %s = {min, max}', path))
+    end
+    if range and range[1] > range[2] then
+      fail(ctx, path, string.format("'%s' must be {min, max} with min <= max, got {%g, %g}", path, range[1], range[2]),
+           string.format('write %s = {%g, %g}', path, range[2], range[1]))
+    end
+  end
+  -- A measured curve (a profile, the memory by batch): as many values as batches,
+  -- batches increasing.
+  local function curve(path, batch, values, values_key)
+    if batch == nil and values == nil then return end
+    if batch == nil or values == nil or #batch ~= #values or #batch == 0 then
+      fail(ctx, path, string.format('%s needs batch and %s lists of the same length (got %d and %d values)', path,
+                                    values_key, batch and #batch or 0, values and #values or 0),
+           'take both lists from `tandem profile` (its batch and ' .. (values_key == 'mb' and 'memory_mb' or 'ms') .. ')')
+    end
+    for i = 2, #batch do
+      if batch[i] <= batch[i - 1] then
+        fail(ctx, path .. '.batch', string.format("'%s.batch' must increase, got %g after %g", path, batch[i],
+                                                  batch[i - 1]), 'list the measured batches from small to large')
+      end
+    end
+  end
+  if emu.enabled then
+    per_worker('emulation.speeds', emu.speeds)
+    per_worker('emulation.comm_delay_ms', emu.comm_delay_ms)
+    per_worker('emulation.workers', emu.workers,
+               string.format('give emulation.workers one entry per worker (%d), or leave it out to run every worker '
+                             .. 'at speed 1', n))
+    for i, e in ipairs(emu.events or {}) do
+      if e.worker >= n then
+        fail(ctx, string.format('emulation.events[%d].worker', i),
+             string.format("'emulation.events[%d].worker' must be a worker from 0 to %d, got %d", i, n - 1, e.worker),
+             'name the worker by its rank, counted from 0')
+      end
+      if e.to and e.to <= e.from then
+        fail(ctx, string.format('emulation.events[%d].to', i),
+             string.format("'emulation.events[%d].to' must be > from (%d), got %d", i, e.from, e.to),
+             'to is the iteration the slowdown ends before; leave it out to last until the end of the run')
+      end
+    end
+  end
+  for i, w in ipairs(emu.workers or {}) do
+    local path = string.format('emulation.workers[%d]', i)
+    if w.profile and (w.profile.batch or w.profile.ms) then
+      if w.speed then
+        fail(ctx, path .. '.speed', string.format('%s has both a speed and a profile', path),
+             'a measured profile replaces the speed factor: remove one of them')
+      end
+      curve(path .. '.profile', w.profile.batch, w.profile.ms, 'ms')
+    end
+  end
+  curve('emulation.memory', emu.memory.batch, emu.memory.mb, 'mb')
+  for i, f in ipairs(exp.faults or {}) do
+    if f.rank >= n then
+      fail(ctx, string.format('faults[%d].rank', i),
+           string.format("'faults[%d].rank' must be a worker from 0 to %d, got %d", i, n - 1, f.rank),
+           'name the worker by its rank, counted from 0')
     end
   end
 
@@ -651,47 +891,80 @@ function M.resolve(exp, overrides, source)
     elseif file_exists(pol.file) then -- as given
     elseif pol.file:sub(1, 1) ~= '/' and file_exists(beside) then pol.file = beside
     else
-      fail(ctx, 'policy.file', string.format("policy '%s' not found", pol.file),
+      fail(ctx, 'policy.file', string.format("policy '%s' not found (or not a readable file)", pol.file),
            'name a policy in scripts/policies/ (equal, proportional, boa, lbb) or give the path of a .lua file')
     end
   end
-  if exp.sync.groups and #exp.sync.groups ~= exp.workers then
-    fail(ctx, 'sync.groups', string.format('sync.groups has %d entries for %d workers', #exp.sync.groups, exp.workers),
-         'give one group number per worker, e.g. sync.groups = {1, 1, 2, 2}')
+
+  local sync = exp.sync
+  per_worker('sync.groups', sync.groups, 'give one group number per worker, e.g. sync.groups = {1, 1, 2, 2}')
+  if sync.groups and sync.mode == 'grouped' then
+    local seen, top = {}, 0
+    for _, g in ipairs(sync.groups) do seen[g], top = true, math.max(top, g) end
+    for g = 1, top do
+      if not seen[g] then
+        fail(ctx, 'sync.groups', string.format('sync.groups has no worker in group %d: groups are numbered 1..%d '
+                                                  .. 'without gaps', g, top),
+             'number the groups 1, 2, ... without gaps, e.g. sync.groups = {1, 1, 2, 2}')
+      end
+    end
   end
-  if exp.sync.k > exp.workers then
-    fail(ctx, 'sync.k', string.format('sync.k = %d is more than the %d workers', exp.sync.k, exp.workers),
+  if sync.k > n then
+    fail(ctx, at('sync.k'), string.format("'sync.k' must be between 0 and the number of workers (%d), got %d", n, sync.k),
          'set sync.k between 1 and the number of workers (0: all)')
   end
-  if exp.devices and #exp.devices ~= exp.workers then
-    fail(ctx, 'devices', string.format('devices has %d entries for %d workers', #exp.devices, exp.workers),
-         "give one device per worker, e.g. devices = {'cuda', 'cpu'}, or set device for all")
+  -- A fixed plan meets the sync mode's needs (Plan::validate, at its start). One
+  -- worker is always bsp.
+  if plan.kind == 'fixed' and n > 1 then
+    if sync.mode == 'ksync' then
+      for r, b in ipairs(plan.batches) do
+        if b == 0 then
+          fail(ctx, 'plan.batches', string.format("sync.mode = 'ksync' needs samples on every worker, but "
+                                                     .. 'plan.batches gives worker %d none', r - 1),
+               'give every worker a local batch of 1 or more, or use another sync.mode')
+        end
+      end
+    elseif sync.mode == 'grouped' then
+      local per_group = {}
+      for r, b in ipairs(plan.batches) do
+        local g = sync.groups and sync.groups[r] or 1
+        per_group[g] = (per_group[g] or 0) + b
+      end
+      for g, total in pairs(per_group) do
+        if total == 0 then
+          fail(ctx, 'plan.batches', string.format("sync.mode = 'grouped': plan.batches gives group %d no samples", g),
+               'give every group of sync.groups some samples: a group without any would push empty updates')
+        end
+      end
+    end
   end
-  if pol.max_batch and #pol.max_batch ~= exp.workers then
-    fail(ctx, 'policy.max_batch', string.format('policy.max_batch has %d entries for %d workers', #pol.max_batch,
-                                                exp.workers), 'give one largest local batch per worker')
-  end
+  per_worker('devices', exp.devices, "give one device per worker, e.g. devices = {'cuda', 'cpu'}, or set device for all")
+  per_worker('policy.max_batch', pol.max_batch, 'give policy.max_batch one largest local batch per worker')
 
   -- Memory caps: a worker's device memory over the model's memory by local batch
   -- (linear between measured batches, extrapolated from the last two) bounds its
   -- local batch; the bound joins policy.max_batch, the smaller winning.
   local function memory_at(b, m)
-    local n = #m.batch
-    if n == 1 then return m.mb[1] * b / m.batch[1] end
+    local count = #m.batch
+    if count == 1 then return m.mb[1] * b / m.batch[1] end
     local i = 1
-    while i < n - 1 and b > m.batch[i + 1] do i = i + 1 end
+    while i < count - 1 and b > m.batch[i + 1] do i = i + 1 end
     local b0, b1, y0, y1 = m.batch[i], m.batch[i + 1], m.mb[i], m.mb[i + 1]
     return y0 + (y1 - y0) * (b - b0) / (b1 - b0)
+  end
+  local cap_source = {}  -- per worker, the setting that set its largest batch
+  if pol.max_batch then
+    for r = 1, n do cap_source[r] = 'policy.max_batch' end
   end
   for i, w in ipairs(emu.workers or {}) do
     if w.memory_mb then
       local m = emu.memory
-      if not (m and m.batch and m.mb and #m.batch == #m.mb and #m.batch > 0) then
+      if not (m and m.batch and m.mb) then
         fail(ctx, string.format('emulation.workers[%d].memory_mb', i),
              'a worker memory cap needs the model\'s memory by batch: emulation.memory = {batch = {...}, mb = {...}}',
              'take both lists from `tandem profile` (its batch and memory_mb)')
       end
-      local lo, hi = 0, exp.global_batch
+      local lo, hi = 0, B
       while lo < hi do  -- the largest batch that fits
         local mid = math.floor((lo + hi + 1) / 2)
         if memory_at(mid, m) <= w.memory_mb then lo = mid else hi = mid - 1 end
@@ -702,26 +975,74 @@ function M.resolve(exp, overrides, source)
                            w.memory_mb, memory_at(1, m)), 'give it more memory or a smaller model')
       end
       pol.max_batch = pol.max_batch or {}
-      for r = 1, exp.workers do pol.max_batch[r] = pol.max_batch[r] or exp.global_batch end
-      pol.max_batch[i] = math.min(pol.max_batch[i], lo)
+      for r = 1, n do pol.max_batch[r] = pol.max_batch[r] or B end
+      if lo < pol.max_batch[i] then
+        pol.max_batch[i] = lo
+        cap_source[i] = string.format('emulation.workers[%d].memory_mb', i)
+      end
+    end
+  end
+  -- A fixed plan within every worker's bounds.
+  if plan.kind == 'fixed' then
+    for r, b in ipairs(plan.batches) do
+      local cap = pol.max_batch and pol.max_batch[r]
+      if cap and b > cap then
+        local why = cap_source[r] == 'policy.max_batch' and 'policy.max_batch' or
+                      string.format('%s = %g MB with emulation.memory', cap_source[r], emu.workers[r].memory_mb)
+        fail(ctx, 'plan.batches', string.format("'plan.batches[%d]' must be <= %d, worker %d's largest local batch "
+                                                   .. '(%s), got %d', r, cap, r - 1, why, b),
+             string.format('give worker %d at most %d samples and the others the rest of global_batch, or raise %s',
+                           r - 1, cap, cap_source[r]))
+      end
+      if b < pol.min_batch then
+        fail(ctx, 'plan.batches', string.format("'plan.batches[%d]' must be >= policy.min_batch = %d, got %d", r,
+                                                pol.min_batch, b),
+             'give every worker at least policy.min_batch samples, or lower policy.min_batch')
+      end
+    end
+  end
+
+  -- A policy's bounds leave room for some plan (the policy host checks the same when
+  -- it starts; here the settings are named, before any rank starts).
+  if pol.file then
+    local lo, hi = 0, 0
+    for r = 1, n do
+      local cap = pol.max_batch and pol.max_batch[r] or B
+      local source = cap_source[r] or 'global_batch'
+      if pol.min_batch > cap then
+        fail(ctx, 'policy.min_batch',
+             string.format("no plan can satisfy the policy's bounds: 'policy.min_batch' must be <= every worker's "
+                             .. 'largest local batch, but worker %d\'s is %d (%s), got %d', r - 1, cap, source,
+                           pol.min_batch), 'lower policy.min_batch, or raise ' .. source)
+      end
+      lo, hi = lo + pol.min_batch, hi + cap
+    end
+    if lo > B then
+      fail(ctx, 'policy.min_batch',
+           string.format("no plan can satisfy the policy's bounds: 'policy.min_batch' must be <= %d (global_batch "
+                           .. '%d over %d workers), got %d', math.floor(B / n), B, n, pol.min_batch),
+           'lower policy.min_batch, or raise global_batch')
+    end
+    if hi < B then
+      fail(ctx, 'policy.max_batch',
+           string.format("no plan can satisfy the policy's bounds: the workers' largest local batches add up to %d, "
+                           .. 'less than global_batch = %d', hi, B),
+           'raise policy.max_batch (or the workers\' emulation.workers[i].memory_mb), or lower global_batch')
     end
   end
 
   -- A relative trace path is read relative to the working directory, else to the
   -- experiment file's folder.
-  if emu.speed_trace and emu.speed_trace:sub(1, 1) ~= '/' and not file_exists(emu.speed_trace) then
-    local beside = dirname(source) .. '/' .. emu.speed_trace
-    if file_exists(beside) then emu.speed_trace = beside end
-  end
-
-  local data = exp.data
-  local builtin = M.datasets[data.name]
-  if builtin then
-    if not same_list(data.shape, builtin.shape) or data.classes ~= builtin.classes then
-      fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
-           string.format('data.shape and data.classes are fixed for %s (%s, %d classes)', data.name,
-                         table.concat(builtin.shape, 'x'), builtin.classes),
-           "leave them out, or use data.name = 'synthetic'")
+  if emu.speed_trace then
+    if emu.speed_trace:sub(1, 1) ~= '/' and not file_exists(emu.speed_trace) then
+      local beside = dirname(source) .. '/' .. emu.speed_trace
+      if file_exists(beside) then emu.speed_trace = beside end
+    end
+    if emu.enabled and not file_exists(emu.speed_trace) then
+      fail(ctx, 'emulation.speed_trace', string.format("emulation.speed_trace '%s' not found (or not a readable file)",
+                                                       emu.speed_trace),
+           'give a file with one line per iteration and one speed multiplier per worker; a relative path is looked '
+             .. 'up where tandem runs, then beside the experiment file')
     end
   end
 

@@ -12,10 +12,11 @@ import json
 import os
 import pty
 import select
-import socket
 import subprocess
 import sys
 import time
+
+from console_client import socket_command
 
 TANDEM, SCRATCH = sys.argv[1], sys.argv[2]
 EXPERIMENT = "scripts/experiments/quickstart.lua"
@@ -72,26 +73,6 @@ class Terminal:
                 return os.waitstatus_to_exitcode(status)
             time.sleep(0.05)
         fail("the program did not end")
-
-
-def socket_command(path, line):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
-
-    def read():
-        buf = b""
-        while not buf.endswith(b"\0"):
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        return buf.rstrip(b"\0").decode()
-
-    read()  # greeting
-    s.sendall((line + "\n").encode())
-    out = read()
-    s.close()
-    return out
 
 
 def plans(run_dir):

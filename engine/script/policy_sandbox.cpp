@@ -283,12 +283,11 @@ struct StackGuard {
   ~StackGuard() { lua_settop(L, top); }
 };
 
-bool has_function(lua_State* L, int policy_ref, const char* name) {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, policy_ref);
-  lua_getfield(L, -1, name);
-  const bool yes = lua_isfunction(L, -1);
-  lua_pop(L, 2);
-  return yes;
+// (table, key) -> table[key], metamethods included: run through the sandbox's
+// protected call, so a raising or endless __index fails as the policy's error.
+int index_field(lua_State* L) {
+  lua_gettable(L, 1);
+  return 1;
 }
 
 // The state's libraries, lock-down and history table (run through lua_cpcall; the
@@ -369,8 +368,8 @@ PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits
   }
   call(nullptr, 0, 1, "loading policy " + path);
   if (!lua_istable(L_, -1) || [&] {
-        lua_getfield(L_, -1, "init");
-        lua_getfield(L_, -2, "step");
+        push_field(-1, "init");
+        push_field(-2, "step");
         const bool ok = lua_isfunction(L_, -1) && lua_isfunction(L_, -2);
         lua_pop(L_, 2);
         return !ok;
@@ -418,9 +417,7 @@ void PolicySandbox::call(const char* function, int nargs, int nresults, const st
   } uncap{alloc_->enforce};
   alloc_->enforce = false;
   if (function) {
-    lua_rawgeti(L_, LUA_REGISTRYINDEX, policy_ref_);
-    lua_getfield(L_, -1, function);
-    lua_remove(L_, -2);
+    push_policy_field(function);
     lua_insert(L_, -(nargs + 1));
   }
   lua_pushlightuserdata(L_, &alloc_->enforce);
@@ -586,7 +583,7 @@ void PolicySandbox::read_sync(int ans, const Garbage& garbage, SyncPlan& sync) {
 }
 
 bool PolicySandbox::hand_state_to(PolicySandbox& next) {
-  if (!has_function(L_, policy_ref_, "save") || !has_function(next.L_, next.policy_ref_, "restore")) return false;
+  if (!has_policy_function("save") || !next.has_policy_function("restore")) return false;
   const StackGuard guard(L_);
   call("save", 0, 1, "calling save() of policy " + path_);  // saved
   CopyArgs args{L_, lua_gettop(L_)};
@@ -667,8 +664,29 @@ void write_literal(lua_State* L, int idx, int depth, std::string& out) {
 
 }  // namespace
 
+void PolicySandbox::push_field(int table, const char* name) {
+  table = abs_index(L_, table);
+  lua_pushcfunction(L_, index_field);
+  lua_pushvalue(L_, table);
+  lua_pushstring(L_, name);
+  call(nullptr, 2, 1, std::string("looking up ") + name + " in policy " + path_);
+}
+
+void PolicySandbox::push_policy_field(const char* name) {
+  lua_rawgeti(L_, LUA_REGISTRYINDEX, policy_ref_);
+  push_field(-1, name);
+  lua_remove(L_, -2);
+}
+
+bool PolicySandbox::has_policy_function(const char* name) {
+  push_policy_field(name);
+  const bool yes = lua_isfunction(L_, -1);
+  lua_pop(L_, 1);
+  return yes;
+}
+
 std::string PolicySandbox::save_literal() {
-  if (!has_function(L_, policy_ref_, "save")) return "";
+  if (!has_policy_function("save")) return "";
   const StackGuard guard(L_);
   call("save", 0, 1, "calling save() of policy " + path_ + " for a checkpoint");
   std::string out;
@@ -677,7 +695,7 @@ std::string PolicySandbox::save_literal() {
 }
 
 bool PolicySandbox::restore_literal(const std::string& literal) {
-  if (literal.empty() || !has_function(L_, policy_ref_, "restore")) return false;
+  if (literal.empty() || !has_policy_function("restore")) return false;
   const StackGuard guard(L_);
   const std::string chunk = "return " + literal;
   if (luaL_loadbuffer(L_, chunk.data(), chunk.size(), "=checkpoint policy state") != 0)

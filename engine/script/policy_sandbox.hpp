@@ -112,6 +112,11 @@ public:
 private:
   struct Allocator;
   void call(const char* function, int nargs, int nresults, const std::string& what);
+  // table[name] (the policy table: policy[name]) pushed, looked up through call():
+  // a policy's metatable may run code, which must fail as the policy's error.
+  void push_field(int table, const char* name);
+  void push_policy_field(const char* name);
+  bool has_policy_function(const char* name);
   // The plan table's sync-mode fields (at stack index ans) into sync.
   template <typename Garbage>
   void read_sync(int ans, const Garbage& garbage, SyncPlan& sync);

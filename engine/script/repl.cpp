@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -424,15 +425,19 @@ int ReplConsole::l_emulate(lua_State* L) {
   lua_getfield(L, 1, "iterations");
   TANDEM_CHECK_HINT(lua_isnumber(L, -3) && lua_isnumber(L, -2), "write emulate{worker = 2, speed = 0.3, iterations = 50}",
                     "emulate{} needs a worker (0-based rank) and a speed");
-  e.worker = static_cast<int>(lua_tonumber(L, -3));
+  // Checked as numbers before any cast: a fraction, NaN or 1e300 is refused, not cut.
+  const double worker = lua_tonumber(L, -3), iterations = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0.0;
   e.speed = lua_tonumber(L, -2);
-  e.iterations = lua_isnumber(L, -1) ? static_cast<int64_t>(lua_tonumber(L, -1)) : 0;
   lua_pop(L, 3);
-  TANDEM_CHECK_HINT(e.worker >= 0 && e.worker < r.view_->workers, "workers are numbered 0..N-1", "no worker ", e.worker,
-                    " in a run of ", r.view_->workers);
-  TANDEM_CHECK_HINT(e.speed > 0 && e.speed <= 100, "speed multiplies the worker's speed: 0.3 is a 3x slowdown",
+  TANDEM_CHECK_HINT(worker == std::floor(worker) && worker >= 0 && worker < r.view_->workers,
+                    "workers are numbered 0..N-1", "no worker ", worker, " in a run of ", r.view_->workers);
+  TANDEM_CHECK_HINT(iterations == std::floor(iterations) && iterations >= 0 && iterations <= 1e15,
+                    "iterations = 50 lasts 50 iterations; 0 (or none) lasts to the end",
+                    "iterations must be a whole number >= 0, got ", iterations);
+  e.worker = static_cast<int>(worker);
+  e.iterations = static_cast<int64_t>(iterations);
+  TANDEM_CHECK_HINT(std::isfinite(e.speed) && e.speed > 0 && e.speed <= 100, "speed multiplies the worker's speed: 0.3 is a 3x slowdown",
                     "speed ", e.speed, " out of range (0, 100]");
-  TANDEM_CHECK(e.iterations >= 0, "iterations must be >= 0 (0: to the end), got ", e.iterations);
   r.requests_->events.push_back(e);
   return 0;
 }

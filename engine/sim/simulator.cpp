@@ -349,8 +349,13 @@ SimSummary simulate(const ExperimentConfig& cfg, const DeviceProfile& machine, s
       w.step_ms = step;
     }
     clock_ms += step;
-    if (t % cfg.sim.trace_every == 0 || t + 1 == total)
+    // A thinned trace still has every plan change (the report marks them) and the
+    // summary counts every decision.
+    const bool decided = policy && decision.event != "keep" && decision.event != "idle";
+    if (t % cfg.sim.trace_every == 0 || t + 1 == total || decided)
       recorder.iteration(t, 0.0, now, clock_ms / 1000.0, policy ? &decision : nullptr);
+    else if (policy)
+      recorder.untraced_decision(t, decision);
     last = now;
     if (cfg.stop.max_seconds && clock_ms / 1000.0 >= *cfg.stop.max_seconds) {
       out.run.iterations = t + 1;

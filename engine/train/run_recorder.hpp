@@ -49,6 +49,9 @@ public:
   void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
                  const PolicyReport* policy = nullptr, const SyncRecord* sync = nullptr);
   void eval(const EvalRecord& r);
+  // A policy decision of an iteration the trace leaves out (tandem sim's
+  // sim.trace_every): counted in the summary all the same.
+  void untraced_decision(int64_t t, const PolicyReport& p) { record_policy(t, p); }
   // Finishes the summary's averages and writes summary.json.
   void finish(RunSummary& s, const ExperimentConfig& cfg);
 

@@ -192,8 +192,11 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
   r.end_ms = now_ms();
   r.stats = sums.means(iterations);
   r.skipped = skipped;
+  // The meeting's wait and averaging belong to the steps it ends: shared out over
+  // them, in step_ms too (so idle and comm stay parts of the step).
   r.stats.idle_ms += idle / static_cast<double>(iterations);
   r.stats.comm_ms += (r.end_ms - meet_start - idle) / static_cast<double>(iterations);
+  r.stats.step_ms += (r.end_ms - meet_start) / static_cast<double>(iterations);
   r.stats.local_batch = b;
   r.stats.start_ms = meet_start - origin;
   return r;
@@ -288,6 +291,7 @@ SegmentResult SegmentRunner::run_server(const Plan& plan, int64_t t, int64_t max
   r.end_ms = now_ms();
   r.stats = sums.means(steps);
   r.stats.idle_ms += idle / static_cast<double>(steps);
+  r.stats.step_ms += (r.end_ms - meet_start) / static_cast<double>(steps);
   r.stats.local_batch = b;
   r.stats.group = grouped ? plan.sync.group[static_cast<size_t>(rank_)] : 0;
   r.stats.start_ms = meet_start - origin;

@@ -112,7 +112,9 @@ end
 -- being learnt, not a change of speed) and summing their times, for a refit once
 -- they persist. w = {stale = {}, stale_ms = {}, prev_batch = {}}, by worker.
 function U.observe_model(model, w, i, b, ms, change)
-  if b > 0 and ms > 0 then
+  -- (An infinite or NaN time is no observation: summed into stale_ms it would stay
+  -- infinite and break every refit after it.)
+  if b > 0 and ms > 0 and ms < huge then
     if b == w.prev_batch[i] and model:ready() then
       local predicted = model:predict(b)
       if math.abs(ms - predicted) > change * predicted then

@@ -842,12 +842,10 @@ return setmetatable({}, { __index = Base })
 }
 
 // A policy table whose metamethods raise must fail as a policy, not end the
-// process. The sandbox looks the policy's functions up (init, step, save, restore)
-// with lua_getfield outside a protected call (policy_sandbox.cpp: the constructor,
-// call(), hand_state_to()), so a raising __index is an unprotected Lua error, which
-// aborts: a hot swap to such a file would end the training run. Enable this case
-// once those lookups run protected.
-BOOST_AUTO_TEST_CASE(a_policy_table_whose_metamethods_raise_fails_cleanly, *boost::unit_test::disabled()) {
+// process: the sandbox looks the policy's functions up (init, step, save, restore)
+// through its protected call, so a raising __index is the policy's error (a hot swap
+// to such a file leaves the run going).
+BOOST_AUTO_TEST_CASE(a_policy_table_whose_metamethods_raise_fails_cleanly) {
   TempDir dir("validation-fuzz-meta");
   const std::string raising = dir.write("raising.lua",
                                         "return setmetatable({}, {__index = function(t, k) error('no ' .. k) end})\n");

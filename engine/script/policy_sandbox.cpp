@@ -128,6 +128,47 @@ struct ClusterArgs {
   const PolicyCluster* cluster;
 };
 
+constexpr const char* kParamsRaw = "tandem.params_raw";    // registry: cluster.params as given
+constexpr const char* kParamsRead = "tandem.params_read";  // registry: the keys init() read
+
+// cluster.params's __index: records the key, returns the raw value.
+int params_index(lua_State* L) {
+  lua_pushvalue(L, 2);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, lua_upvalueindex(2));
+  lua_pushvalue(L, 2);
+  lua_rawget(L, lua_upvalueindex(1));
+  return 1;
+}
+
+// After init(): the string keys of cluster.params it never read (a typo such as
+// params.tresh would otherwise be ignored in silence), and the ones it did read, as
+// two comma-separated strings.
+int params_unread(lua_State* L) {
+  std::string unread, read;
+  lua_getfield(L, LUA_REGISTRYINDEX, kParamsRaw);
+  lua_getfield(L, LUA_REGISTRYINDEX, kParamsRead);
+  if (!lua_istable(L, -1) || !lua_istable(L, -2)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, -3)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) continue;
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3);
+    const bool was_read = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (!was_read) unread += (unread.empty() ? "" : ", ") + std::string(lua_tostring(L, -1));
+  }
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) read += (read.empty() ? "" : ", ") + std::string(lua_tostring(L, -1));
+  }
+  lua_pushstring(L, unread.c_str());
+  lua_pushstring(L, read.c_str());
+  return 2;
+}
+
 // Builds cluster (the only argument of init); run as a protected C function, since
 // every allocation may meet the memory cap.
 int build_cluster(lua_State* L) {
@@ -151,7 +192,20 @@ int build_cluster(lua_State* L) {
     push_json(L, params);
   else
     lua_newtable(L);
-  lua_setfield(L, -2, "params");
+  // cluster.params is a proxy that records which keys are read (params_unread).
+  const int raw = lua_gettop(L);
+  lua_newtable(L);  // the keys read
+  const int read = lua_gettop(L);
+  lua_newtable(L);  // the proxy
+  lua_newtable(L);  // its metatable
+  lua_pushvalue(L, raw);
+  lua_pushvalue(L, read);
+  lua_pushcclosure(L, params_index, 2);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, raw - 1, "params");
+  lua_setfield(L, LUA_REGISTRYINDEX, kParamsRead);
+  lua_setfield(L, LUA_REGISTRYINDEX, kParamsRaw);
   return 1;
 }
 
@@ -452,6 +506,18 @@ void PolicySandbox::init(const PolicyCluster& cluster) {
   lua_pushlightuserdata(L_, &args);
   call(nullptr, 1, 1, "building the cluster table for policy " + path_);  // cluster
   call("init", 1, 0, "calling init(cluster) of policy " + path_);
+  const StackGuard guard(L_);
+  lua_pushcfunction(L_, params_unread);
+  call(nullptr, 0, 2, "checking the parameters of policy " + path_);
+  const std::string unread = lua_isstring(L_, -2) ? lua_tostring(L_, -2) : "";
+  if (!unread.empty()) {
+    const std::string read = lua_isstring(L_, -1) ? lua_tostring(L_, -1) : "";
+    throw PolicyFailure(PolicyFailure::Garbage,
+                        "policy " + name() + " has no parameter " + unread + " (policy.params): init() never read it" +
+                            "\n  what to do: " + (read.empty() ? "this policy takes no parameters; drop policy.params"
+                                                                : "its parameters are " + read +
+                                                                      " (the header of " + path_ + " documents them)"));
+  }
 }
 
 void PolicySandbox::observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,

@@ -50,7 +50,10 @@ std::vector<WorkerStats> stats(int workers = 4, int64_t batch = 16) {
 
 // A policy whose step body is `body` (it sees `stats` and the module table P).
 std::string policy(const std::string& step_body, const std::string& extra = "") {
-  return "local P = {}\n" + extra + "function P.init(cluster) P.cluster = cluster end\nfunction P.step(stats)\n" +
+  // init reads the parameters cluster() gives (a policy must read every one it is given).
+  return "local P = {}\n" + extra +
+         "function P.init(cluster) P.cluster = cluster; P.params = { cluster.params.threshold, cluster.params.names } "
+         "end\nfunction P.step(stats)\n" +
          step_body + "\nend\nreturn P\n";
 }
 
@@ -413,4 +416,25 @@ BOOST_AUTO_TEST_CASE(stats_outgrowing_the_cap_fail_calls_not_the_process) {
     }
   }
   BOOST_TEST(failed > 0, "2 MB cannot hold 20 iterations of 4096 workers' stats");
+}
+
+// A parameter init() never reads is a typo until proven otherwise: refused, naming it
+// and the parameters the policy does read.
+BOOST_AUTO_TEST_CASE(a_parameter_the_policy_never_reads_is_refused) {
+  TempDir dir("policy-params");
+  const std::string f = dir.write("p.lua", "local P = {}\nfunction P.init(c) P.t = c.params.threshold end\n"
+                                           "function P.step(s) return nil end\nreturn P\n");
+  PolicySandbox box(f, {kBudgetMs, 32.0});
+  try {
+    box.init(cluster());
+    BOOST_FAIL("an unread parameter was accepted");
+  } catch (const PolicyFailure& e) {
+    const std::string msg = e.what();
+    CHECK_CONTAINS(msg, "no parameter names");
+    CHECK_CONTAINS(msg, "its parameters are threshold");
+  }
+  PolicyCluster c = cluster();
+  c.params_json = R"({"threshold": 0.5})";
+  PolicySandbox ok(f, {kBudgetMs, 32.0});
+  ok.init(c);
 }

@@ -196,7 +196,9 @@ def run_study(study, args):
     html = os.path.join(out_dir, "report.html")
     shown = False
     if os.path.exists(report):
-        r = subprocess.run([plotting_python(), report] + dirs + ["--out", html, "--title", study], cwd=ROOT,
+        r = subprocess.run([plotting_python(), report] + dirs + ["--out", html, "--title", study, "--png-dir",
+                            os.path.join(out_dir, "figures"), "--json", os.path.join(out_dir, "comparison.json")],
+                           cwd=ROOT,
                            capture_output=True, text=True)
         if r.returncode == 0:
             print(r.stdout, end="")

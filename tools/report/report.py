@@ -140,6 +140,8 @@ def main(argv=None):
     ap.add_argument("--title", help="the page's title")
     ap.add_argument("--json", help="also write the comparison table's rows to this file as JSON")
     ap.add_argument("--check", action="store_true", help="only check that the plotting dependencies import")
+    ap.add_argument("--png-dir", help="also write the overlaid figures (throughput, accuracy, balance) as PNG "
+                                      "files there (for a README)")
     args = ap.parse_args(argv)
     if args.check:
         ensure_plotting()
@@ -200,6 +202,12 @@ def main(argv=None):
             f.write(text)
     except OSError as e:
         fail(f"cannot write the report to '{out}': {e}", 1)
+    if args.png_dir:
+        os.makedirs(args.png_dir, exist_ok=True)
+        for name in ("throughput", "accuracy", "balance"):
+            if figures.get(name):
+                with open(os.path.join(args.png_dir, name + ".png"), "wb") as f:
+                    f.write(figures[name])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"target_accuracy": target, "rows": rows}, f, indent=2)

@@ -68,8 +68,13 @@ DeviceProfile shared_calibration(TrainStep& step, BatchLoader& loader, int64_t m
                                  const OptimizerConfig& optimizer, Comm& comm) {
   DeviceProfile machine;
   if (comm.rank() == 0) machine = calibrate_compute(step, loader, max_batch, model, optimizer);
+  // A big model calibrated on a CPU takes minutes, not a dead rank: the others' wait
+  // for it gets 10 minutes at least.
+  const double timeout = comm.timeout_s();
+  comm.set_timeout_s(std::max(timeout, 600.0));
   size_t points = machine.ms.size();
   comm.broadcast(&points, sizeof points, "sharing the compute calibration");
+  comm.set_timeout_s(timeout);
   machine.batch.resize(points);
   machine.ms.resize(points);
   machine.host_ms.resize(points);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -31,7 +32,10 @@ Checkpointer::Checkpointer(const CheckpointConfig& cfg, const std::string& run_d
 
 bool Checkpointer::due(int64_t done, double train_ms) const {
   if (done <= last_iteration_) return false;
-  if (cfg_.every > 0 && done % cfg_.every == 0) return true;
+  // A multiple of `every` passed since the last one: a relaxed-sync segment can end
+  // past it (its length follows the server's updates), not only on it.
+  const int64_t since = std::max<int64_t>(last_iteration_, 0);
+  if (cfg_.every > 0 && done / cfg_.every > since / cfg_.every) return true;
   return cfg_.every_s > 0 && train_ms - last_ms_ >= cfg_.every_s * 1000.0;
 }
 

@@ -29,6 +29,11 @@ public:
   // Fills in the model's and optimizer's parts of `s` and writes it (rank 0).
   void write(CheckpointState s, const std::function<void()>& midway = {});
   int64_t last_iteration() const { return last_iteration_; }
+  // A resumed run: the next periodic checkpoint counts from there.
+  void resumed_at(int64_t iteration, double train_ms) {
+    last_iteration_ = iteration;
+    last_ms_ = train_ms;
+  }
   // Start-up, rank 0: the checkpoint directory can be created and written, and the
   // disk has room for keep + 1 checkpoints (the new one is written before the
   // oldest goes) plus a margin for the trace; otherwise fails at once, naming the

@@ -253,6 +253,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   std::string resumed_stats;  // the pending stats (rank 0, same cluster)
   if (cfg.resume) {
     const CheckpointState s = resume_from(summary.run_dir, model, sgd, comm);
+    checkpoints.resumed_at(s.iteration, s.train_ms);
     first_iteration = s.iteration;
     resumed_version = s.version;
     resumed_samples = s.samples;

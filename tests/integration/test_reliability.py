@@ -12,6 +12,8 @@ SIGKILL or SIGSTOP itself at a chosen point, or put a NaN in its gradient):
   - rank 0 killed half-way through a checkpoint: the torn file never takes a
     checkpoint's name and resume continues from the one before;
   - the job goes on with the workers that are left (--resume --workers N-1);
+  - in grouped sync, checkpoints at the meetings past each multiple of `every`,
+    and resume from one;
   - a corrupted newest checkpoint is rejected by name and the previous one used;
   - a NaN on one rank skips that step on every rank (in grouped sync the server skips
     the update, in local SGD the worker its local step); repeated, the run stops;
@@ -199,6 +201,17 @@ d, out, elapsed = run("stop_while_writing", 2, "{ rank = 1, iteration = 19, kind
 expect(out, "waiting for rank 0 to write a checkpoint", "missing rank(s): 1", what="a worker stopped at a checkpoint")
 if all_whole(d) != ["ckpt-0000000010.tdm", "ckpt-0000000020.tdm"] or elapsed > NOTICE_WITHIN_S:
     fail(f"stop_while_writing: checkpoints {checkpoints(d)} after {elapsed:.1f} s")
+
+# Relaxed sync: checkpoints at the meetings past each multiple of checkpoint.every
+# (segments end where the server's updates take them), and resume from one.
+d, out, _ = run("grouped_killed", 4, "{ rank = 3, iteration = 33, kind = 'kill' }", expect_ok=False,
+                extra="e.plan = { kind = 'equal' }\ne.sync = { mode = 'grouped', groups = { 1, 1, 2, 2 }, sync_every = 5 }")
+names = all_whole(d)
+if len(names) != 3 or any(int(n[5:15]) // 10 != k for n, k in zip(names, (1, 2, 3))):
+    fail(f"grouped: checkpoints {names}, want one past each of 10, 20 and 30")
+out, _ = tandem(["run", "--resume", d], expect_ok=True)
+if summary(d)["iterations"] < 40:
+    fail(f"grouped resume: {summary(d)['iterations']} iterations")
 
 # 5. A corrupted newest checkpoint: rejected by name, the previous one used.
 newest = os.path.join(full, "checkpoints", checkpoints(full)[-1])

@@ -227,8 +227,10 @@ void resume_settings(const std::string& run_dir, std::string* experiment, std::v
 
 // After a multi-rank job failed: where it stands and how to go on.
 void report_failed_job(int status, const std::string& run_dir, int workers) {
-  std::string checkpoint = "no checkpoint was written (set checkpoint.every=ITERATIONS to have them)";
-  for (const std::string& path : tandem::list_checkpoints(tandem::checkpoint_dir(run_dir))) {
+  const std::vector<std::string> all = tandem::list_checkpoints(tandem::checkpoint_dir(run_dir));
+  std::string checkpoint = all.empty() ? "no checkpoint was written (set checkpoint.every=ITERATIONS to have them)"
+                                       : "none of its checkpoints passes the checks (rank 0's log says why)";
+  for (const std::string& path : all) {
     try {
       const tandem::CheckpointState s = tandem::read_checkpoint(path);
       checkpoint = "the last good checkpoint is " + path + " (iteration " + std::to_string(s.iteration) + ")";
@@ -239,8 +241,9 @@ void report_failed_job(int status, const std::string& run_dir, int workers) {
   spdlog::error("the job failed (mpirun exited with status {}; the lines above name the rank that failed and why); "
                 "{}", status, checkpoint);
   if (checkpoint.rfind("the last", 0) == 0)
-    spdlog::error("  to continue: tandem run --resume {}   (with --workers {} to go on without a lost worker)", run_dir,
-                  workers - 1);
+    spdlog::error("  to continue: tandem run --resume {}   (with --workers {} to go on without a lost worker; "
+                  "per-worker settings such as emulation.speeds then need overrides for {} workers)", run_dir,
+                  workers - 1, workers - 1);
 }
 
 // Starts the ranks through mpirun in a child and waits; returns its exit status.
@@ -253,7 +256,12 @@ pid_t run_ranks(int workers, const std::vector<std::string>& rank_args, bool qui
       const int null_fd = ::open("/dev/null", O_RDONLY);
       if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     }
-    tandem::launch_local_ranks(workers, std::vector<std::string>{"run"} + rank_args);
+    try {
+      tandem::launch_local_ranks(workers, std::vector<std::string>{"run"} + rank_args);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tandem: %s\n", e.what());
+    }
+    _exit(127);  // the child never goes on with the parent's code
   }
   return child;
 }

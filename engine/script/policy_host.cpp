@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -161,6 +162,62 @@ bool PolicyHost::restore_state(const std::string& state) {
   }
 }
 
+// The window as bytes: count, then per job its iteration, cluster stats, and the
+// workers' stats and batches (trivially copyable, this build's layout).
+std::string PolicyHost::saved_window() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hung_ || in_flight_ || job_) return "";
+  std::string out;
+  auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  const uint64_t jobs = window_.size();
+  put(&jobs, sizeof jobs);
+  for (const Job& j : window_) {
+    const uint64_t n = j.stats.size();
+    put(&j.iteration, sizeof j.iteration);
+    put(&j.cluster, sizeof j.cluster);
+    put(&n, sizeof n);
+    put(j.stats.data(), n * sizeof(WorkerStats));
+    put(j.in_force.data(), j.in_force.size() * sizeof(int64_t));
+  }
+  return out;
+}
+
+bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_force) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hung_ || in_flight_ || job_ || bytes.empty()) return false;
+  size_t at = 0;
+  auto get = [&](void* p, size_t n) {
+    if (at + n > bytes.size()) return false;
+    std::memcpy(p, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  uint64_t jobs = 0;
+  std::deque<Job> window;
+  if (!get(&jobs, sizeof jobs)) return false;
+  for (uint64_t k = 0; k < jobs; ++k) {
+    Job j;
+    uint64_t n = 0;
+    if (!get(&j.iteration, sizeof j.iteration) || !get(&j.cluster, sizeof j.cluster) || !get(&n, sizeof n) ||
+        n != static_cast<uint64_t>(cluster_.workers))
+      return false;
+    j.stats.resize(n);
+    j.in_force.resize(n);
+    if (!get(j.stats.data(), n * sizeof(WorkerStats)) || !get(j.in_force.data(), n * sizeof(int64_t))) return false;
+    window.push_back(std::move(j));
+  }
+  if (at != bytes.size()) return false;
+  try {
+    for (const Job& j : window) sandbox_->observe(j.iteration, cluster_.global_batch, j.stats, j.cluster);
+  } catch (const PolicyFailure& f) {
+    spdlog::warn("policy {}: the checkpoint's stats history was not taken: {}", name_, f.what());
+    return false;
+  }
+  window_ = std::move(window);
+  sync_in_force_ = in_force.mode == SyncMode::bsp ? SyncPlan{} : in_force;
+  return true;
+}
+
 std::string PolicyHost::policy_file() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cfg_.file;
@@ -281,7 +338,9 @@ PolicyHost::Decision PolicyHost::decide(const Job& job) {
   if (!swapped) step_current(job, d);
 
   window_.push_back(job);
-  while (static_cast<int>(window_.size()) > std::max(0, cluster_.history - 1)) window_.pop_front();
+  // The whole history (a dry run replays it, and the oldest falls out as the new
+  // stats go in): what a checkpoint saves of it is what the policy saw.
+  while (static_cast<int>(window_.size()) > std::max(1, cluster_.history)) window_.pop_front();
   std::lock_guard<std::mutex> lock(mu_);
   totals_.disabled = disabled_;
   return d;

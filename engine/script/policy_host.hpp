@@ -74,6 +74,8 @@ public:
   std::string name() const override { return policy_name(); }
   std::string saved_state() override;
   bool restore_state(const std::string& state) override;
+  std::string saved_window() override;
+  bool restore_window(const std::string& bytes, const SyncPlan& in_force) override;
   std::string policy_file() const;
   std::string params_json() const;  // the policy's cluster.params, as JSON
 

@@ -757,6 +757,12 @@ std::string PolicySandbox::save_literal() {
   call("save", 0, 1, "calling save() of policy " + path_ + " for a checkpoint");
   std::string out;
   write_literal(L_, -1, 0, out);
+  // Read back now, not at resume: a state the parser refuses (LuaJIT allows 65536
+  // constants a chunk) must be reported when it is saved.
+  const std::string chunk = "return " + out;
+  if (luaL_loadbuffer(L_, chunk.data(), chunk.size(), "=checkpoint policy state") != 0)
+    throw PolicyFailure(PolicyFailure::Garbage, std::string("save() returned a state that cannot be read back (") +
+                                                    lua_tostring(L_, -1) + "): keep it smaller (fewer tables)");
   return out;
 }
 

@@ -142,6 +142,8 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
             {"velocity_count", s.velocity.size()},
             {"layer_state_count", s.layer_state.size()},
             {"stats_bytes", s.pending_stats.size()},
+            {"window_bytes", s.policy_window.size()},
+            {"cluster_bytes", s.cluster_stats.size()},
             {"stats_record", s.stats_record},
             {"plan", plan_json(s.plan)},
             {"policy", s.policy},
@@ -171,6 +173,8 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
     f.write(s.velocity.data(), s.velocity.size() * sizeof(float));
     f.write(s.layer_state.data(), s.layer_state.size() * sizeof(double));
     f.write(s.pending_stats.data(), s.pending_stats.size());
+    f.write(s.policy_window.data(), s.policy_window.size());
+    f.write(s.cluster_stats.data(), s.cluster_stats.size());
     const uint32_t crc = static_cast<uint32_t>(f.crc());
     f.write(&crc, sizeof crc);
     f.sync_and_close();
@@ -208,7 +212,8 @@ CheckpointState read_checkpoint(const std::string& path, const std::string& mode
     h = json::parse(bytes.begin() + kPrefix, bytes.begin() + kPrefix + header_bytes);
     s.param_count = h.at("param_count").get<int64_t>();
     payload = static_cast<size_t>(s.param_count) * sizeof(float) + h.at("velocity_count").get<size_t>() * sizeof(float) +
-              h.at("layer_state_count").get<size_t>() * sizeof(double) + h.at("stats_bytes").get<size_t>();
+              h.at("layer_state_count").get<size_t>() * sizeof(double) + h.at("stats_bytes").get<size_t>() +
+              h.at("window_bytes").get<size_t>() + h.at("cluster_bytes").get<size_t>();
   } catch (const std::exception& e) {
     reject(path, std::string("corrupted header (") + e.what() + ")");
   }
@@ -253,7 +258,11 @@ CheckpointState read_checkpoint(const std::string& path, const std::string& mode
   std::memcpy(s.layer_state.data(), p, s.layer_state.size() * sizeof(double));
   p += s.layer_state.size() * sizeof(double);
   s.pending_stats.assign(p, h.at("stats_bytes").get<size_t>());
+  p += s.pending_stats.size();
   s.stats_record = h.at("stats_record").get<int64_t>();
+  s.policy_window.assign(p, h.at("window_bytes").get<size_t>());
+  p += s.policy_window.size();
+  s.cluster_stats.assign(p, h.at("cluster_bytes").get<size_t>());
   return s;
 }
 

@@ -50,6 +50,10 @@ struct CheckpointState {
   // them as the uninterrupted one would have.
   std::string pending_stats;
   int64_t stats_record = 0;
+  // The policy host's stats window (what the policy sees as stats.history) and the
+  // cluster stats handed to the policy with the pending stats (global_grad_sq):
+  // opaque bytes of this build, for a resumed run on the same cluster.
+  std::string policy_window, cluster_stats;
   Plan plan;                      // in force at `iteration`
   std::string policy;             // the policy's name; empty: none
   std::string policy_state;       // its save() as a Lua literal; empty: none

@@ -99,7 +99,19 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, 
     if (const auto loaded = load_latest_checkpoint(dir, summary, &why)) {
       TANDEM_CHECK(loaded->path.size() < sizeof chosen, "checkpoint path too long: ", loaded->path);
       std::memcpy(chosen, loaded->path.c_str(), loaded->path.size());
+      // The rejected ones newer than it leave the set (renamed, kept for a look):
+      // counted among the newest `keep`, they would push the good ones out.
+      for (const std::string& path : list_checkpoints(dir)) {
+        if (path <= loaded->path) break;
+        std::error_code ec;
+        std::filesystem::rename(path, path + ".rejected", ec);
+        spdlog::warn("checkpoint {} set aside as {}.rejected", path, path);
+      }
     }
+    // Temporary files of writes a failure cut short.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind(".writing-", 0) == 0) std::filesystem::remove(e.path(), ec);
     for (const std::string& w : why) rejections += "\n  rejected: " + w;
   }
   comm.broadcast(chosen, sizeof chosen, "choosing the checkpoint to resume from");

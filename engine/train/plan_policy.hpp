@@ -56,6 +56,10 @@ public:
   virtual std::string name() const { return ""; }
   virtual std::string saved_state() { return ""; }
   virtual bool restore_state(const std::string& state) { return false; }
+  // The stats window the policy sees as stats.history (bytes of this build), and
+  // handing one back with the sync mode of the plan in force, for a resumed run.
+  virtual std::string saved_window() { return ""; }
+  virtual bool restore_window(const std::string& bytes, const SyncPlan& in_force) { return false; }
 };
 
 }  // namespace tandem

@@ -10,9 +10,9 @@
 namespace tandem {
 
 RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
-                         int64_t total, int64_t resume_at)
+                         int64_t total, int64_t resume_at, int64_t rerecord_from)
     : workers_(workers), per_epoch_(per_epoch), total_(total), log_every_(cfg.log_every),
-      trace_(run_dir + "/trace.jsonl", resume_at), chrome_(run_dir + "/trace.perfetto.json", workers),
+      trace_(run_dir + "/trace.jsonl", resume_at, rerecord_from), chrome_(run_dir + "/trace.perfetto.json", workers),
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
       w_comm_(static_cast<size_t>(workers)) {}
 

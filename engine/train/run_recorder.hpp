@@ -41,8 +41,10 @@ class RunRecorder {
 public:
   // resume_at >= 0: a resumed run continuing at that iteration (the trace keeps what
   // came before it; the Perfetto file starts again).
+  // rerecord_from: the first iteration it will record (resume_at - 1 when the
+  // checkpoint's pending stats are recorded again).
   RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
-              int64_t total, int64_t resume_at = -1);
+              int64_t total, int64_t resume_at = -1, int64_t rerecord_from = -1);
   // One finished iteration with every worker's stats (indexed by rank).
   // policy: the policy's decision broadcast in iteration t, when a policy runs.
   // sync: a relaxed-sync segment's record (its stats are means per step).

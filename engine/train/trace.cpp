@@ -24,9 +24,10 @@ std::FILE* open_or_fail(const std::string& path, const char* mode = "w") {
   return f;
 }
 
-// Keeps the lines of a trace from before `resume_at`: iterations below it, and
-// evaluations up to it (one at resume_at ran before the checkpoint was written).
-void trim_trace(const std::string& path, int64_t resume_at) {
+// Keeps the lines of a trace from before a resume: iterations below rerecord_from,
+// evaluations up to resume_at (one at resume_at ran before the checkpoint was
+// written). Written to a temporary file and renamed: a crash here loses nothing.
+void trim_trace(const std::string& path, int64_t resume_at, int64_t rerecord_from) {
   std::FILE* in = std::fopen(path.c_str(), "r");
   if (!in) return;  // nothing traced yet
   std::string kept, line;
@@ -37,25 +38,27 @@ void trim_trace(const std::string& path, int64_t resume_at) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("iteration") && j["iteration"].is_number_integer()) {
       const int64_t it = j["iteration"].get<int64_t>();
-      if (it < resume_at || (j.value("event", "") == "eval" && it == resume_at)) kept += line;
+      if (j.value("event", "") == "eval" ? it <= resume_at : it < rerecord_from) kept += line;
     }
     line.clear();
   }
   std::fclose(in);
-  std::FILE* out = open_or_fail(path);
-  std::fputs(kept.c_str(), out);
-  if (std::fclose(out) != 0) TANDEM_FAIL_HINT("check free disk space", "cannot rewrite the trace '", path, "'");
+  const std::string tmp = path + ".trimming";
+  std::FILE* out = open_or_fail(tmp);
+  const bool written = std::fwrite(kept.data(), 1, kept.size(), out) == kept.size();
+  if (std::fclose(out) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0)
+    TANDEM_FAIL_HINT("check free disk space", "cannot rewrite the trace '", path, "' for the resumed run");
 }
 
-std::FILE* open_trace(const std::string& path, int64_t resume_at) {
+std::FILE* open_trace(const std::string& path, int64_t resume_at, int64_t rerecord_from) {
   if (resume_at < 0) return open_or_fail(path);
-  trim_trace(path, resume_at);
+  trim_trace(path, resume_at, rerecord_from < 0 ? resume_at : rerecord_from);
   return open_or_fail(path, "a");
 }
 }  // namespace
 
-TraceWriter::TraceWriter(const std::string& path, int64_t resume_at)
-    : file_(open_trace(path, resume_at)) {}
+TraceWriter::TraceWriter(const std::string& path, int64_t resume_at, int64_t rerecord_from)
+    : file_(open_trace(path, resume_at, rerecord_from)) {}
 
 TraceWriter::~TraceWriter() { std::fclose(file_); }
 

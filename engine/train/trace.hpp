@@ -45,9 +45,11 @@ struct EvalRecord {
 
 class TraceWriter {
 public:
-  // resume_at >= 0: a resumed run: the lines of iterations from resume_at on (run
-  // before a failure, to be run again) are dropped and the rest appended to.
-  explicit TraceWriter(const std::string& path, int64_t resume_at = -1);
+  // resume_at >= 0: a resumed run: the iteration lines from `rerecord_from` on (run
+  // before a failure, or recorded again from the checkpoint's pending stats: resume_at
+  // or resume_at - 1) and the evaluations after resume_at are dropped, the rest
+  // appended to.
+  explicit TraceWriter(const std::string& path, int64_t resume_at = -1, int64_t rerecord_from = -1);
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;

@@ -244,13 +244,15 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   // The run directory is made only once data and model have loaded, so a mistake
   // there leaves no empty run behind.
   summary.run_dir = shared_run_dir(cfg, comm);
+  if (rank == 0) log::add_file(summary.run_dir + "/log.txt");  // before resuming: its messages belong there
   Checkpointer checkpoints(cfg.checkpoint, summary.run_dir, model, sgd);
   // Injected faults happen once: a resumed run goes on past them.
   const FaultInjector faults(cfg.resume ? std::vector<FaultConfig>{} : cfg.faults, rank);
   // The training state a resumed run starts from (checkpointer.hpp).
   int64_t first_iteration = 0, resumed_version = 0, resumed_samples = 0;
   double resumed_train_ms = 0.0;
-  std::string resumed_stats;  // the pending stats (rank 0, same cluster)
+  std::string resumed_stats;    // the pending stats (rank 0, same cluster)
+  std::string resumed_cluster;  // the cluster stats that go with them
   if (cfg.resume) {
     const CheckpointState s = resume_from(summary.run_dir, model, sgd, comm);
     checkpoints.resumed_at(s.iteration, s.train_ms);
@@ -275,22 +277,26 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     if (same_cluster && rank == 0 && s.stats_record == static_cast<int64_t>(sizeof(WorkerStats)) &&
         s.pending_stats.size() == static_cast<size_t>(world) * sizeof(WorkerStats))
       resumed_stats = s.pending_stats;
+    if (same_cluster && rank == 0 && s.cluster_stats.size() == sizeof(ClusterStats)) resumed_cluster = s.cluster_stats;
     if (rank == 0 && !same_cluster)
       spdlog::info("resumed on {} worker(s) (the checkpoint's run had {}): the plan starts again from {} ({}){}", world,
                    s.world, plan.str(), cfg.plan.kind, policy_on ? "; the policy re-decides it for this cluster" : "");
-    if (rank == 0 && policy && !s.policy_state.empty()) {
-      if (!same_cluster)
+    if (rank == 0 && policy && !s.policy.empty()) {
+      if (!same_cluster) {
         spdlog::info("policy {} starts fresh: its saved state was for {} workers", policy->name(), s.world);
-      else if (s.policy != policy->name())
+      } else if (s.policy != policy->name()) {
         spdlog::info("policy {} starts fresh: the saved state is {}'s", policy->name(), s.policy);
-      else if (policy->restore_state(s.policy_state))
-        spdlog::info("policy {}: state restored from the checkpoint", s.policy);
+      } else {
+        const bool history = s.policy_window.empty() || policy->restore_window(s.policy_window, plan.sync);
+        const bool state = s.policy_state.empty() || policy->restore_state(s.policy_state);
+        spdlog::info("policy {}: {} restored from the checkpoint", s.policy,
+                     history && state ? "its state and stats history" : "not all of its state (see above) was");
+      }
     }
   }
   std::unique_ptr<RunRecorder> recorder;
   if (rank == 0) {
     checkpoints.check_disk();
-    log::add_file(summary.run_dir + "/log.txt");
     write_text_file(summary.run_dir + "/config.json", cfg.resolved_json.empty() ? "{}\n" : cfg.resolved_json + "\n");
     spdlog::info("run directory {}", summary.run_dir);
     spdlog::info("{}", model.summary());
@@ -306,7 +312,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       write_text_file(summary.run_dir + "/calibration.json", cal.dump() + "\n");
     }
     recorder = std::make_unique<RunRecorder>(cfg, summary.run_dir, world, per_epoch, total,
-                                             cfg.resume ? first_iteration : -1);
+                                             cfg.resume ? first_iteration : -1,
+                                             first_iteration - (resumed_stats.empty() ? 0 : 1));
   }
   std::unique_ptr<Console> console_owner = rank == 0 && make_console ? make_console(summary.run_dir) : nullptr;
   Console* console = console_owner.get();
@@ -335,6 +342,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   int64_t overruns = 0;  // steps whose real compute outlasted the emulated time (contention)
   int64_t version = resumed_version;  // of the weights: every rank holds the same (checked at meetings)
   ClusterStats last_cluster;  // what the policy gets next to the stats of the last bsp iteration
+  if (!resumed_cluster.empty()) std::memcpy(&last_cluster, resumed_cluster.data(), sizeof last_cluster);
   SegmentRunner segments(cfg, comm, model, sgd, step, loader, emulator, machine, schedule);
   segments.set_faults(&faults);
   if (rank == 0 && plan.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan.sync.str());
@@ -379,6 +387,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     if (policy) {
       s.policy = policy->name();
       s.policy_state = policy->saved_state();
+      s.policy_window = policy->saved_window();
+      s.cluster_stats.assign(reinterpret_cast<const char*>(&last_cluster), sizeof last_cluster);
     }
     s.train_ms = train_ms;
     s.samples = samples_done;
@@ -388,6 +398,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     s.time_to_target_s = summary.time_to_target_s;
     checkpoints.write(s, [&] { faults.at(done - 1, "checkpoint"); });
   };
+  bool console_checkpoint = false;  // asked while paused, not yet written
   // Rank 0, before the collective that ends iteration done - 1: whether a checkpoint
   // follows it (due, or asked for at the console).
   auto checkpoint_wanted = [&](int64_t done, bool asked) {
@@ -399,6 +410,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   // collective_timeout_s: a big model on a slow disk is not a dead worker.
   auto checkpoint_boundary = [&](int64_t done, const Plan& in_force, const float* control) {
     if (control[ControlTail::kCheckpoint] < 0.5f) return;
+    console_checkpoint = false;
     if (rank == 0)
       write_checkpoint_now(done, in_force);
     else
@@ -473,7 +485,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   // from the next iteration), then a pause, if asked: rank 0 serves the console
   // until resume() or stop(), the others wait for its word (no deadline: a paused
   // run may sit for hours). Returns true to stop.
-  auto apply_console = [&](const float* control) {
+  // A checkpoint() asked while paused sets the tail's checkpoint flag on every rank:
+  // the boundary after the pause writes it.
+  auto apply_console = [&](float* control) {
     if (control[ControlTail::kEmuWorker] > 0.5f) {
       SlowdownEvent e;
       e.worker = static_cast<int>(std::lround(control[ControlTail::kEmuWorker])) - 1;
@@ -487,12 +501,13 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
                      n > 0 ? fmt::format(" for {} iterations", n) : std::string());
     }
     if (control[ControlTail::kPause] < 0.5f) return false;
-    float word[1] = {0.0f};
+    float word[2] = {0.0f, 0.0f};
     if (rank == 0) {
       spdlog::info("console: paused after iteration {}", t + 1);
       ConsoleRequests rq;
       console->serve_paused(view(true), rq);
       word[0] = rq.stop ? 1.0f : 0.0f;
+      word[1] = rq.checkpoint ? 1.0f : 0.0f;
       spdlog::info("console: {}", rq.stop ? "stopping" : "resumed");
     }
     const double timeout = comm.timeout_s();
@@ -500,6 +515,10 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     comm.broadcast(word, sizeof word, "waiting for the console to resume the run");
     comm.set_timeout_s(timeout);
     anchor = now_ms();  // a pause is not training time
+    if (word[1] > 0.5f) {
+      control[ControlTail::kCheckpoint] = 1.0f;
+      console_checkpoint = true;  // written at the boundary, or at the end if the run stops here
+    }
     return word[0] > 0.5f;
   };
   bool console_stopped = false;
@@ -762,7 +781,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     const double post_start = now_ms();
     comm.post_report(&mine, sizeof mine, reports.data());
     post_ms = now_ms() - post_start;
-    if (apply_console(tail)) stop_after = true;
+    if (apply_console(tail)) stop_after = console_stopped = true;
 
     train_ms += now.step_ms;
     if (!skip_step) samples_done += cfg.global_batch;
@@ -790,7 +809,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   decision = PolicyReport{};  // the last iteration's stats were decided on by no one
   record(t - 1);
   for (WorkerStats& r : reports) r.valid = 0;  // recorded: nothing pending for a resumed run
-  if (rank == 0 && checkpoints.enabled() && cfg.checkpoint.final && checkpoints.last_iteration() != t)
+  if (rank == 0 && ((checkpoints.enabled() && cfg.checkpoint.final) || console_checkpoint) &&
+      checkpoints.last_iteration() != t)
     write_checkpoint_now(t, next_plan ? *next_plan : plan);
   summary.skipped_steps = skipped_steps;
 

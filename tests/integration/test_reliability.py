@@ -85,7 +85,7 @@ def run(name, workers, faults="", extra="", expect_ok=True, args=()):
 
 def checkpoints(run_dir):
     d = os.path.join(run_dir, "checkpoints")
-    return sorted(f for f in os.listdir(d) if f.startswith("ckpt-")) if os.path.isdir(d) else []
+    return sorted(f for f in os.listdir(d) if f.startswith("ckpt-") and f.endswith(".tdm")) if os.path.isdir(d) else []
 
 
 def check_whole(path):
@@ -118,6 +118,8 @@ def losses(run_dir):
         for line in f:
             j = json.loads(line)
             if j["event"] == "iteration":
+                if j["iteration"] in rows:
+                    fail(f"{run_dir}: the trace has iteration {j['iteration']} twice")
                 rows[j["iteration"]] = (j["loss"], [w["loss_sum"] for w in j["workers"]],
                                         [w["local_batch"] for w in j["workers"]])
     return rows
@@ -156,6 +158,34 @@ with open(os.path.join(full, "params.f32"), "rb") as f1, open(os.path.join(kille
         fail("the final parameters of the resumed run differ from the uninterrupted run's")
 if summary(killed)["iterations"] != 40:
     fail(f"the resumed run's summary says {summary(killed)['iterations']} iterations")
+
+# 1b. Exact with a policy too, when its decisions do not depend on timing: this one
+#     reads what a resumed run must restore (stats.history, the global gradient's
+#     norm, its own saved state) and plans from it.
+policy_file = os.path.join(SCRATCH, "deterministic_policy.lua")
+with open(policy_file, "w") as f:
+    f.write('''-- Decides from stats.history, global_grad_sq and its own counter, never from times.
+local P, calls = {}, 0
+function P.init(cluster) end
+function P.step(stats)
+  calls = calls + 1
+  local h, g = #stats.history, stats.global_grad_sq or 0
+  local shift = (h + calls + math.floor(g * 1e4)) % 17
+  return { local_batch = { 24 + shift, 40 - shift }, reason = 'deterministic' }
+end
+function P.save() return { calls = calls } end
+function P.restore(s) calls = s.calls end
+return P
+''')
+extra = f"e.plan = {{ kind = 'equal' }}\ne.policy = {{ file = '{policy_file}', history = 8 }}"
+pfull, _, _ = run("policy_full", 2, extra=extra)
+pkilled, _, _ = run("policy_killed", 2, "{ rank = 1, iteration = 25, kind = 'kill' }", extra=extra, expect_ok=False)
+out, _ = tandem(["run", "--resume", pkilled], expect_ok=True)
+expect(out, "its state and stats history restored", what="resume with a policy")
+a, b = losses(pfull), losses(pkilled)
+diff = [t for t in range(40) if a.get(t) != b.get(t)]
+if diff or len(set(tuple(r[2]) for r in a.values())) < 3:
+    fail(f"with a policy, the resumed run differs at iterations {diff[:5]} (or the policy never moved the plan)")
 
 # 2. Kills and stops in compute and in the all-reduce: noticed, named, checkpoints whole.
 for name, workers, fault, names in [
@@ -221,7 +251,10 @@ with open(newest, "r+b") as f:
     f.seek(-40, os.SEEK_END)
     f.write(bytes([byte[0] ^ 0xFF]))
 out, _ = tandem(["run", "--resume", full, "stop.max_iterations=40"], expect_ok=True)
-expect(out, "checksum mismatch", "trying the one before it", "resuming from", what="a corrupted checkpoint")
+expect(out, "checksum mismatch", "trying the one before it", "resuming from", "set aside", what="a corrupted checkpoint")
+# Set aside, it no longer counts among the newest `keep`: the good ones stay.
+if not os.path.exists(newest + ".rejected") or len(all_whole(full)) < 2:
+    fail(f"after a rejected checkpoint: {os.listdir(os.path.dirname(newest))}")
 
 # 6. NaN: once skipped on every rank; repeated, the run stops.
 d, out, _ = run("nan_once", 2, "{ rank = 1, iteration = 5, kind = 'nan' }", extra="e.checkpoint = nil")

@@ -336,6 +336,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   double train_ms = resumed_train_ms;
   int64_t samples_done = resumed_samples;
   int64_t nonfinite_in_a_row = 0, skipped_steps = 0;
+  const bool has_layer_state = !model.layer_state().empty();
+  std::vector<double> layer_state_before;
   bool warned_clamp = false;
   double link_delay_ms = 0.0;
   for (int r = 0; r < world; ++r) link_delay_ms = std::max(link_delay_ms, emulator.comm_delay_ms(r));
@@ -655,6 +657,9 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     ctx.seed = mix_seed(cfg.seed, static_cast<uint64_t>(t));
     ctx.first_sample = my_offset;
     const double compute_start = now_ms();
+    // Batch norm's running statistics move in the forward pass; a step skipped for a
+    // NaN must not leave them poisoned, so they are kept to go back to.
+    if (has_layer_state) layer_state_before = model.layer_state();
     const LossResult loss = step.compute(x, loader.labels(), ctx);
     if (faults.nan_at(t)) dev.fill(model.grads().data(), 1, std::numeric_limits<float>::quiet_NaN());
     faults.at(t, "compute");
@@ -762,6 +767,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       next_plan->validate(world, cfg.global_batch);
     }
     const double opt_start = now_ms();
+    if (skip_step && has_layer_state) model.load_layer_state(layer_state_before);
     if (!skip_step) {
       ++version;
       step.update(cfg.global_batch, schedule.at(t));

@@ -13,18 +13,10 @@
 -- core; scheduled: worker 0 at 0.3 of its speed from iteration 150 to 300;
 -- random (random_*.lua): each worker, each iteration, starts a slowdown to 0.2-0.5
 -- with probability 1%, lasting 10 to 40 iterations (seeded).
-return {
-  model = 'mlp',
-  global_batch = 512,
-  lr = 0.1,
-  momentum = 0.9,
-  weight_decay = 5e-4,
-  schedule = { kind = 'cosine' },
+return dofile('scripts/experiments/suite/common.lua').training {
   stop = { max_iterations = 450, epochs = 10 },
   eval_every = 50,
-  log_every = 50,
   workers = 4,
-  console = false,
   emulation = {
     reference = 0.125,
     speeds = { 1, 1, 0.5, 0.25 },

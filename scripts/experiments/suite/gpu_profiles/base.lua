@@ -14,17 +14,9 @@
 local devices = require 'tandem.devices'
 local emulation = devices.emulation { 'a100_80gb', 'a100_80gb', 'v100_32gb', 'v100_16gb' }
 emulation.reference = 0.1
-return {
-  model = 'mlp',
-  global_batch = 512,
-  lr = 0.1,
-  momentum = 0.9,
-  weight_decay = 5e-4,
-  schedule = { kind = 'cosine' },
+return dofile('scripts/experiments/suite/common.lua').training {
   stop = { max_iterations = 300, epochs = 10 },
   eval_every = 50,
-  log_every = 50,
   workers = 4,
-  console = false,
   emulation = emulation,
 }

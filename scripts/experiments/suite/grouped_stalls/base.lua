@@ -14,18 +14,10 @@
 -- Emulation: 8 workers at speed 1 (a reference device at 3% of a core), each
 -- iteration each worker stalls with probability 5% (its step runs at 0.25-0.5 of
 -- its speed, 2-4x as long, for one iteration; seeded).
-return {
-  model = 'mlp',
-  global_batch = 512,
-  lr = 0.1,
-  momentum = 0.9,
-  weight_decay = 5e-4,
-  schedule = { kind = 'cosine' },
+return dofile('scripts/experiments/suite/common.lua').training {
   stop = { max_iterations = 450, epochs = 10 },
   eval_every = 30,
-  log_every = 50,
   workers = 8,
-  console = false,
   emulation = {
     reference = 0.03,
     speeds = { 1, 1, 1, 1, 1, 1, 1, 1 },

@@ -14,18 +14,10 @@
 -- contention: each iteration each worker starts a slowdown to 0.3-0.6 of its speed
 -- with probability 3%, lasting 2 to 6 iterations (seeded); bandwidth contention:
 -- worker 7's every collective takes 2 ms longer.
-return {
-  model = 'mlp',
-  global_batch = 512,
-  lr = 0.1,
-  momentum = 0.9,
-  weight_decay = 5e-4,
-  schedule = { kind = 'cosine' },
+return dofile('scripts/experiments/suite/common.lua').training {
   stop = { max_iterations = 450, epochs = 10 },
   eval_every = 30,
-  log_every = 50,
   workers = 8,
-  console = false,
   emulation = {
     reference = 0.03,
     speeds = { 1, 1, 1, 1, 1, 1, 1, 1 },

@@ -11,17 +11,9 @@
 -- sum of each worker's own samples/s) for the balanced runs, ~0.5 for equal.
 -- Emulation: speed factors 1, 1, 0.5, 0.25 of a reference device running at a
 -- quarter of a core (emulation.reference), MLP 784-256-256-10 on Fashion-MNIST.
-return {
-  model = 'mlp',
-  global_batch = 512,
-  lr = 0.1,
-  momentum = 0.9,
-  weight_decay = 5e-4,
-  schedule = { kind = 'cosine' },
+return dofile('scripts/experiments/suite/common.lua').training {
   stop = { epochs = 3, target_accuracy = 0.85 },
   eval_every = 20,
-  log_every = 50,
   workers = 4,
-  console = false,
   emulation = { reference = 0.25, speeds = { 1, 1, 0.5, 0.25 } },
 }

@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -95,27 +97,57 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
-// tandem sim EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR]
-int cmd_sim(const std::vector<std::string>& args) {
+// The command line of run, sim and profile: one experiment file, key=value
+// overrides, and options: `--name VALUE` for the names in `valued`, bare `--name`
+// for those in `flags`. Returns what is wrong with it, or "" with *line filled.
+struct CommandLine {
   std::string experiment;
   std::vector<std::string> overrides;
+  std::map<std::string, std::string> options;  // "--out" -> its value; a flag -> ""
+  bool has(const std::string& name) const { return options.count(name) != 0; }
+  std::string operator[](const std::string& name) const {
+    const auto it = options.find(name);
+    return it == options.end() ? std::string() : it->second;
+  }
+};
+
+std::string parse_command_line(const std::vector<std::string>& args, const std::set<std::string>& valued,
+                               const std::set<std::string>& flags, CommandLine* line) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--out" || a == "--workers" || a == "--log-level") {
-      if (i + 1 >= args.size()) return usage_error(a + " needs a value");
-      overrides.push_back((a == "--out" ? "out_dir=" : a == "--workers" ? "workers=" : "log_level=") + args[++i]);
+    if (flags.count(a)) {
+      line->options[a] = "";
+    } else if (valued.count(a)) {
+      if (i + 1 >= args.size()) return a + " needs a value";
+      line->options[a] = args[++i];
     } else if (a.rfind("--", 0) == 0) {
-      return usage_error("unknown option '" + a + "'");
+      return "unknown option '" + a + "'";
     } else if (a.find('=') != std::string::npos) {
-      overrides.push_back(a);
-    } else if (experiment.empty()) {
-      experiment = a;
+      line->overrides.push_back(a);
+    } else if (line->experiment.empty()) {
+      line->experiment = a;
     } else {
-      return usage_error("more than one experiment file given ('" + experiment + "' and '" + a + "')");
+      return "more than one experiment file given ('" + line->experiment + "' and '" + a + "')";
     }
   }
-  if (experiment.empty()) return usage_error("sim needs an experiment file");
-  const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+  return "";
+}
+
+// --out DIR, --workers N and --log-level L as the overrides they stand for.
+void options_as_overrides(const CommandLine& line, std::vector<std::string>* overrides) {
+  if (line.has("--out")) overrides->push_back("out_dir=" + line["--out"]);
+  if (line.has("--log-level")) overrides->push_back("log_level=" + line["--log-level"]);
+  if (line.has("--workers")) overrides->push_back("workers=" + line["--workers"]);
+}
+
+// tandem sim EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR]
+int cmd_sim(const std::vector<std::string>& args) {
+  CommandLine line;
+  const std::string wrong = parse_command_line(args, {"--out", "--workers", "--log-level"}, {}, &line);
+  if (!wrong.empty()) return usage_error(wrong);
+  if (line.experiment.empty()) return usage_error("sim needs an experiment file");
+  options_as_overrides(line, &line.overrides);
+  const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
   tandem::log::set_level(cfg.log_level);
   tandem::cpu::set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   // This machine's compute for the model is the emulation's reference: given by the
@@ -144,22 +176,12 @@ int cmd_sim(const std::vector<std::string>& args) {
 // tandem profile EXPERIMENT.lua [key=value ...] [--out FILE]: this device's compute
 // for the experiment's model, by local batch, as a Lua table.
 int cmd_profile(const std::vector<std::string>& args) {
-  std::string experiment, out;
-  std::vector<std::string> overrides;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out") {
-      if (i + 1 >= args.size()) return usage_error("--out needs a file");
-      out = args[++i];
-    } else if (args[i].find('=') != std::string::npos) {
-      overrides.push_back(args[i]);
-    } else if (experiment.empty()) {
-      experiment = args[i];
-    } else {
-      return usage_error("profile takes one experiment file");
-    }
-  }
-  if (experiment.empty()) return usage_error("profile needs an experiment file");
-  const tandem::ExperimentConfig cfg = tandem::load_experiment(experiment, overrides);
+  CommandLine line;
+  const std::string wrong = parse_command_line(args, {"--out"}, {}, &line);
+  if (!wrong.empty()) return usage_error(wrong);
+  if (line.experiment.empty()) return usage_error("profile needs an experiment file");
+  const std::string out = line["--out"];  // a file here, not the run directory
+  const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
   tandem::log::set_level(cfg.log_level);
   tandem::cpu::set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   const tandem::DeviceChoice device = tandem::choose_device(cfg.device, 0);
@@ -292,34 +314,20 @@ int cmd_report(const std::vector<std::string>& args) {
 }
 
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
-  std::string experiment, out_dir, level, workers, resume;
-  std::vector<std::string> overrides;
-  bool repl = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--repl") {
-      repl = true;
-    } else if (a == "--out" || a == "--log-level" || a == "--workers" || a == "--resume") {
-      if (i + 1 >= args.size()) return usage_error(a + " needs a value");
-      (a == "--out" ? out_dir : a == "--workers" ? workers : a == "--resume" ? resume : level) = args[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      return usage_error("unknown option '" + a + "'");
-    } else if (a.find('=') != std::string::npos) {
-      overrides.push_back(a);
-    } else if (experiment.empty()) {
-      experiment = a;
-    } else {
-      return usage_error("more than one experiment file given ('" + experiment + "' and '" + a + "')");
-    }
-  }
+  CommandLine line;
+  const std::string wrong =
+      parse_command_line(args, {"--out", "--log-level", "--workers", "--resume"}, {"--repl"}, &line);
+  if (!wrong.empty()) return usage_error(wrong);
+  std::string experiment = line.experiment;
+  std::vector<std::string> overrides = line.overrides;
+  const std::string resume = line["--resume"];
+  const bool repl = line.has("--repl");
   if (!resume.empty() && !experiment.empty())
     return usage_error("--resume takes the experiment from the run directory; give no experiment file ('" +
                        experiment + "')");
-  if (!resume.empty() && !out_dir.empty()) return usage_error("--resume continues in RUN_DIR itself; drop --out");
+  if (!resume.empty() && line.has("--out")) return usage_error("--resume continues in RUN_DIR itself; drop --out");
   if (experiment.empty() && resume.empty()) return usage_error("run needs an experiment file (or --resume RUN_DIR)");
-  if (!out_dir.empty()) overrides.push_back("out_dir=" + out_dir);
-  if (!level.empty()) overrides.push_back("log_level=" + level);
-  if (!workers.empty()) overrides.push_back("workers=" + workers);
+  options_as_overrides(line, &overrides);
   if (!resume.empty()) resume_settings(resume, &experiment, &overrides);
   auto load = [&] {
     tandem::ExperimentConfig c = tandem::load_experiment(experiment, overrides);

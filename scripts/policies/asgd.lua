@@ -32,11 +32,7 @@ local WAIT = 4 -- observations a returned plan gets to show up before it is re-s
 local policy = {}
 local C, batches, staleness, sync_every, sent
 
-local function int_param(p, key, default, min)
-  local v = util.param(p, key, default, min, nil, WHO)
-  if v ~= math.floor(v) then error(('%s: params.%s must be an integer, got %s'):format(WHO, key, tostring(v)), 3) end
-  return v
-end
+local function int_param(p, key, default, min, max) return util.int_param(p, key, default, min, max, WHO) end
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)

@@ -76,13 +76,7 @@ local seen_count
 local why_regroup -- reason of an adoption not yet turned into a plan
 local track       -- the plan tracker: current, run, pending, waited
 
-local function int_param(p, key, default, min, max)
-  local v = util.param(p, key, default, min, max, WHO)
-  if v ~= nil and v ~= math.floor(v) then
-    error(('%s: params.%s must be an integer, got %s'):format(WHO, key, tostring(v)), 3)
-  end
-  return v
-end
+local function int_param(p, key, default, min, max) return util.int_param(p, key, default, min, max, WHO) end
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)

@@ -29,10 +29,7 @@ local C, batches, local_steps, sent
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)
-  local_steps = util.param(C.params, 'local_steps', 4, 1, nil, WHO)
-  if local_steps ~= math.floor(local_steps) then
-    error(('%s: params.local_steps must be an integer, got %s'):format(WHO, tostring(local_steps)), 2)
-  end
+  local_steps = util.int_param(C.params, 'local_steps', 4, 1, nil, WHO)
   batches = util.equal_split(C.global_batch, util.solve_minima(C, WHO), C.max_batch)
   sent = sync_plan.sender()
 end

@@ -102,13 +102,7 @@ local redecide   -- the straggler set changed (or first call): choose afresh
 local choice     -- what this policy put in force: { mode, k, groups, staleness }
 local track
 
-local function int_param(p, key, default, min, max)
-  local v = util.param(p, key, default, min, max, WHO)
-  if v ~= nil and v ~= math.floor(v) then
-    error(('%s: params.%s must be an integer, got %s'):format(WHO, key, tostring(v)), 3)
-  end
-  return v
-end
+local function int_param(p, key, default, min, max) return util.int_param(p, key, default, min, max, WHO) end
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)

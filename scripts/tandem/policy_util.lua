@@ -148,6 +148,15 @@ function U.param(params, key, default, min, max, who)
   return v
 end
 
+-- U.param for a whole number (a count of iterations, groups, versions).
+function U.int_param(params, key, default, min, max, who)
+  local v = U.param(params, key, default, min, max, who)
+  if v ~= nil and v ~= floor(v) then
+    error(('%s: params.%s must be an integer, got %s'):format(who, key, tostring(v)), 2)
+  end
+  return v
+end
+
 -- The local batches the stats report (what the workers really ran).
 function U.batches(workers)
   local b = {}

@@ -16,6 +16,36 @@ function M.noise(i, t)
   return 2 * (x - math.floor(x)) - 1
 end
 
+-- What both simulated clusters (test_policies, test_sync_policies) start from: the
+-- options every one takes (speeds, B, k: ms per sample at speed 1, fixed: ms, noise:
+-- relative, lag, speed_at(i, t, base), window: history length, lo, hi: default 0
+-- and B, params), the bookkeeping tables, and the cluster table init() gets. Each
+-- file adds its own fields and its metatable.
+function M.sim_fields(opts)
+  local n = #opts.speeds
+  local s = {
+    n = n, B = opts.B or 512, k = opts.k or 1, fixed = opts.fixed or 5, noise = opts.noise or 0.01,
+    lag = opts.lag or 2, speeds = opts.speeds, speed_at = opts.speed_at, window = opts.window or 20,
+    history = {}, pending = {}, plans = {}, trace = {},
+  }
+  s.lo, s.hi = opts.lo, opts.hi
+  if not s.lo then
+    s.lo, s.hi = {}, {}
+    for i = 1, n do s.lo[i], s.hi[i] = 0, s.B end
+  end
+  local devices = {}
+  for i = 1, n do devices[i] = 'sim' .. s.speeds[i] end
+  s.cluster = { workers = n, global_batch = s.B, min_batch = s.lo, max_batch = s.hi, devices = devices,
+                params = opts.params or {}, history = s.window }
+  return s
+end
+
+-- Worker i's speed at iteration t (a simulated cluster's method).
+function M.sim_speed(self, i, t)
+  if self.speed_at then return self.speed_at(i, t, self.speeds[i]) end
+  return self.speeds[i]
+end
+
 -- A deep copy that accepts only what the engine can carry between Lua states.
 function M.plain_copy(v, path)
   local kind = type(v)

@@ -30,29 +30,12 @@ local Sim = {}
 Sim.__index = Sim
 
 local function new_sim(opts)
-  local n = #opts.speeds
-  local s = setmetatable({
-    n = n, B = opts.B or 512, k = opts.k or 1, fixed = opts.fixed or 5, noise = opts.noise or 0.01,
-    lag = opts.lag or 2, speeds = opts.speeds, speed_at = opts.speed_at, window = opts.window or 20,
-    history = {}, pending = {}, plans = {}, trace = {},
-  }, Sim)
-  s.lo, s.hi = opts.lo, opts.hi
-  if not s.lo then
-    s.lo, s.hi = {}, {}
-    for i = 1, n do s.lo[i], s.hi[i] = 0, s.B end
-  end
-  local devices = {}
-  for i = 1, n do devices[i] = 'sim' .. s.speeds[i] end
-  s.cluster = { workers = n, global_batch = s.B, min_batch = s.lo, max_batch = s.hi, devices = devices,
-                params = opts.params or {}, history = s.window }
-  s.batches = opts.initial or equal_batches(s.B, n)
+  local s = setmetatable(fixtures.sim_fields(opts), Sim)
+  s.batches = opts.initial or equal_batches(s.B, s.n)
   return s
 end
 
-function Sim:speed(i, t)
-  if self.speed_at then return self.speed_at(i, t, self.speeds[i]) end
-  return self.speeds[i]
-end
+Sim.speed = fixtures.sim_speed
 
 -- The true (noise-free) time models at iteration t, as perf_model.linear tables.
 function Sim:true_models(t)

@@ -104,32 +104,15 @@ local Sim = {}
 Sim.__index = Sim
 
 local function new_sim(opts)
-  local n = #opts.speeds
-  local s = setmetatable({
-    n = n, B = opts.B or 512, k = opts.k or 1, fixed = opts.fixed or 5, noise = opts.noise or 0.01,
-    lag = opts.lag or 2, speeds = opts.speeds, speed_at = opts.speed_at, window = opts.window or 20,
-    b_noise = opts.b_noise or 2048, grad_noise = opts.grad_noise or 0, old_engine = opts.old_engine,
-    drop_until = opts.drop_until or -1,
-    history = {}, pending = {}, plans = {}, trace = {}, iteration = 0,
-    mode = 'bsp', groups = nil, k_sync = nil, sync_every = 10,
-  }, Sim)
-  s.lo, s.hi = opts.lo, opts.hi
-  if not s.lo then
-    s.lo, s.hi = {}, {}
-    for i = 1, n do s.lo[i], s.hi[i] = 0, s.B end
-  end
-  local devices = {}
-  for i = 1, n do devices[i] = 'sim' .. s.speeds[i] end
-  s.cluster = { workers = n, global_batch = s.B, min_batch = s.lo, max_batch = s.hi, devices = devices,
-                params = opts.params or {}, history = s.window }
+  local s = setmetatable(fixtures.sim_fields(opts), Sim)
+  s.b_noise, s.grad_noise, s.old_engine = opts.b_noise or 2048, opts.grad_noise or 0, opts.old_engine
+  s.drop_until, s.iteration = opts.drop_until or -1, 0
+  s.mode, s.groups, s.k_sync, s.sync_every = 'bsp', nil, nil, 10
   s.batches = opts.initial or util.equal_split(s.B, s.lo, s.hi)
   return s
 end
 
-function Sim:speed(i, t)
-  if self.speed_at then return self.speed_at(i, t, self.speeds[i]) end
-  return self.speeds[i]
-end
+Sim.speed = fixtures.sim_speed
 
 -- The stats of call t, under the plan in force.
 function Sim:stats(t)

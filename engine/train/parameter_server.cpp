@@ -28,9 +28,10 @@ void ServerTotals::add(const ServerTotals& o) {
 ParameterServer::ParameterServer(Comm& world, Channel& channel, size_t param_count, const OptimizerConfig& optimizer,
                                  const LrSchedule& schedule, int64_t global_batch, int64_t max_nonfinite)
     : world_(world), channel_(channel), count_(param_count), optimizer_(optimizer), schedule_(schedule),
-      global_batch_(global_batch), max_nonfinite_(max_nonfinite), params_(param_count), velocity_(param_count), accum_(param_count),
+      global_batch_(global_batch), params_(param_count), velocity_(param_count), accum_(param_count),
       message_(sizeof(PushHeader) + param_count * sizeof(float)),
-      reply_(sizeof(ReplyHeader) + param_count * sizeof(float)) {}
+      reply_(sizeof(ReplyHeader) + param_count * sizeof(float)),
+      nonfinite_(max_nonfinite) {}
 
 ParameterServer::~ParameterServer() {
   if (thread_.joinable()) thread_.join();
@@ -88,18 +89,18 @@ void ParameterServer::apply(const float* grad_sum, int64_t samples, bool ksync_m
   // job ends: training has diverged.
   if (!std::all_of(grad_sum, grad_sum + count_, [](float g) { return std::isfinite(g); })) {
     ++totals_.nonfinite;
-    ++nonfinite_in_a_row_;
-    spdlog::warn("parameter server: an update of {} samples holds a NaN or Inf: skipped ({} in a row, the run stops "
-                 "at {})", samples, nonfinite_in_a_row_, max_nonfinite_);
-    if (nonfinite_in_a_row_ >= max_nonfinite_)
-      world_.abort(fmt::format("{} updates in a row held a NaN or Inf: training has diverged (max_nonfinite_steps = "
-                               "{}); lower the learning rate, the staleness bound or the number of groups, and resume "
-                               "from the last checkpoint", nonfinite_in_a_row_, max_nonfinite_));
+    const bool stop = nonfinite_.skipped();
+    spdlog::warn("parameter server: an update of {} samples holds a NaN or Inf: skipped ({})", samples,
+                 nonfinite_.progress());
+    if (stop)
+      world_.abort(nonfinite_.diverged("updates", "at the parameter server") +
+                   "; lower the learning rate, the staleness bound or the number of groups, and resume from the "
+                   "last checkpoint");
     samples_applied_ += samples;
     if (samples_applied_ >= static_cast<int64_t>(plan_.sync.sync_every) * global_batch_) meet_ = true;
     return;
   }
-  nonfinite_in_a_row_ = 0;
+  nonfinite_.finite();
   const double B = static_cast<double>(global_batch_);
   const int64_t iteration = first_iteration_ + samples_applied_ / global_batch_;
   // grouped: the update moves the weights by the group's share of a global batch;

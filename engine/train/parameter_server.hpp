@@ -34,6 +34,7 @@
 #include "engine/dist/comm.hpp"
 #include "engine/nn/lr_schedule.hpp"
 #include "engine/train/config.hpp"
+#include "engine/train/nonfinite.hpp"
 #include "engine/train/plan.hpp"
 
 namespace tandem {
@@ -101,7 +102,7 @@ private:
   bool meet_ = false;
   std::vector<int> told_;  // participants told to meet
   int64_t version_ = 0, first_iteration_ = 0, samples_applied_ = 0;
-  int64_t max_nonfinite_, nonfinite_in_a_row_ = 0;
+  NonfiniteStreak nonfinite_;
   ServerTotals totals_;
   std::thread thread_;
 };

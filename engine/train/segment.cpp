@@ -52,7 +52,8 @@ SegmentRunner::SegmentRunner(const ExperimentConfig& cfg, Comm& comm, Model& mod
                              BatchLoader& loader, const Emulator& emulator, const DeviceProfile& machine,
                              const LrSchedule& schedule)
     : cfg_(cfg), comm_(comm), model_(model), sgd_(sgd), step_(step), loader_(loader), emulator_(emulator),
-      machine_(machine), schedule_(schedule), rank_(comm.rank()), world_(comm.size()) {}
+      machine_(machine), schedule_(schedule), rank_(comm.rank()), world_(comm.size()),
+      nonfinite_(cfg.max_nonfinite_steps) {}
 
 SegmentRunner::~SegmentRunner() = default;
 
@@ -144,7 +145,7 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
     if (b > 0) {
       const double grad_sq = dev.sum_squares(model_.grads().data(), model_.param_count());
       if (std::isfinite(grad_sq) && std::isfinite(w.loss_sum)) {
-        nonfinite_in_a_row_ = 0;
+        nonfinite_.finite();
         w.grad_sq = grad_sq / static_cast<double>(b * b);
         // Local SGD: this worker's own mean gradient, the learning rate as bsp's.
         sgd_.step(model_.params(), model_.grads(), schedule_.at(it), b);
@@ -152,16 +153,13 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
         // Only this worker's model would take it, and the average would spread it:
         // the local step is skipped.
         ++skipped;
-        ++nonfinite_in_a_row_;
+        const bool stop = nonfinite_.skipped();
         spdlog::warn("rank {}, iteration {} (local SGD): the loss or gradient is not finite: this local step is "
-                     "skipped ({} in a row, the run stops at {})", rank_, it, nonfinite_in_a_row_,
-                     cfg_.max_nonfinite_steps);
-        if (nonfinite_in_a_row_ >= cfg_.max_nonfinite_steps)
+                     "skipped ({})", rank_, it, nonfinite_.progress());
+        if (stop)
           TANDEM_FAIL_HINT("lower the learning rate (lr=...) or local_steps; resume from the last checkpoint with "
                            "tandem run --resume RUN_DIR",
-                           nonfinite_in_a_row_, " local steps in a row on rank ", rank_, " had a NaN or Inf (the last ",
-                           "at iteration ", it, "): training has diverged (max_nonfinite_steps = ",
-                           cfg_.max_nonfinite_steps, ")");
+                           nonfinite_.diverged("local steps", fmt::format("rank {}, the last at iteration {}", rank_, it)));
       }
     }
     w.optimizer_ms = now_ms() - opt_start;

@@ -25,6 +25,7 @@
 #include "engine/train/config.hpp"
 #include "engine/train/emulator.hpp"
 #include "engine/train/faults.hpp"
+#include "engine/train/nonfinite.hpp"
 #include "engine/train/parameter_server.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/step.hpp"
@@ -89,7 +90,7 @@ private:
   std::vector<int> groups_of_;               // the groups group_ was split for
   int64_t overruns_ = 0;
   const FaultInjector* faults_ = nullptr;
-  int64_t nonfinite_in_a_row_ = 0;  // local: this rank's skipped local steps in a row
+  NonfiniteStreak nonfinite_;  // local: this rank's skipped local steps
   double server_iterations_ = 0.0;           // global batches the server segments applied, exactly
   int64_t server_counted_ = 0;               // ... and as counted in whole iterations
   std::unique_ptr<GroupComm> group_;

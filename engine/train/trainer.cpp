@@ -26,6 +26,7 @@
 #include "engine/train/emulator.hpp"
 #include "engine/train/evaluate.hpp"
 #include "engine/train/faults.hpp"
+#include "engine/train/nonfinite.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/run_dir.hpp"
@@ -335,7 +336,8 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
 
   double train_ms = resumed_train_ms;
   int64_t samples_done = resumed_samples;
-  int64_t nonfinite_in_a_row = 0, skipped_steps = 0;
+  NonfiniteStreak nonfinite(cfg.max_nonfinite_steps);
+  int64_t skipped_steps = 0;
   const bool has_layer_state = !model.layer_state().empty();
   std::vector<double> layer_state_before;
   bool warned_clamp = false;
@@ -743,19 +745,18 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       if (tail[ControlTail::nonfinite(world, r)] > 0.5f)
         nonfinite_ranks += (nonfinite_ranks.empty() ? "" : ", ") + std::to_string(r);
     const bool skip_step = !nonfinite_ranks.empty();
-    nonfinite_in_a_row = skip_step ? nonfinite_in_a_row + 1 : 0;
+    if (!skip_step) nonfinite.finite();
     if (skip_step) {
       ++skipped_steps;
+      const bool stop = nonfinite.skipped();
       if (rank == 0)
         spdlog::warn("iteration {}: the loss or gradient of rank(s) {} is not finite (NaN or Inf): every rank skips "
-                     "this step ({} in a row, the run stops at {})", t, nonfinite_ranks, nonfinite_in_a_row,
-                     cfg.max_nonfinite_steps);
-      if (nonfinite_in_a_row >= cfg.max_nonfinite_steps)
+                     "this step ({})", t, nonfinite_ranks, nonfinite.progress());
+      if (stop)
         TANDEM_FAIL_HINT("lower the learning rate (lr=...), add warm-up (schedule.warmup_iterations=...), or check "
                          "the data; resume from the last checkpoint with tandem run --resume RUN_DIR",
-                         nonfinite_in_a_row, " steps in a row had a NaN or Inf loss or gradient (the last from rank(s) ",
-                         nonfinite_ranks, " at iteration ", t, "): training has diverged (max_nonfinite_steps = ",
-                         cfg.max_nonfinite_steps, ")");
+                         nonfinite.diverged("steps", fmt::format("loss or gradient, the last from rank(s) {} at "
+                                                                 "iteration {}", nonfinite_ranks, t)));
     }
     if (rank == 0 && policy_on && !skip_step) {  // the global mean gradient, for the next submit
       last_cluster = ClusterStats{};

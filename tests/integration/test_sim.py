@@ -32,10 +32,12 @@ def fail(msg):
     sys.exit(1)
 
 
-def sim(name, args):
+def sim(name, args, experiment=None):
+    """tandem sim of the common setup with args, or of an experiment file of its own."""
     out = os.path.join(SCRATCH, name)
     shutil.rmtree(out, ignore_errors=True)
-    r = subprocess.run([TANDEM, "sim"] + COMMON + args + ["--out", out], capture_output=True, text=True, timeout=300)
+    setup = COMMON if experiment is None else [experiment]
+    r = subprocess.run([TANDEM, "sim"] + setup + args + ["--out", out], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         fail(f"tandem sim {name} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     for f in ("config.json", "trace.jsonl", "trace.perfetto.json", "summary.json"):
@@ -108,13 +110,7 @@ with open(capped, "w") as f:
             "  emulation = { reference = 0.5, calibration = { batch = {1, 64, 512}, ms = {1.02, 2.28, 11.24},\n"
             "                host_ms = {0.1, 0.1, 0.1} }, memory = { batch = {1, 512}, mb = {5.01, 10.12} },\n"
             "    workers = { { speed = 1, memory_mb = 6 }, { speed = 1 }, { speed = 0.5 }, { speed = 0.25 } } } }\n")
-out = os.path.join(SCRATCH, "memory")
-shutil.rmtree(out, ignore_errors=True)
-r = subprocess.run([TANDEM, "sim", capped, "--out", out], capture_output=True, text=True, timeout=300)
-if r.returncode != 0:
-    fail(f"the memory-capped sim failed: {r.stderr[-1500:]}")
-with open(os.path.join(out, "trace.jsonl")) as f:
-    mrows = [json.loads(l) for l in f if '"event":"iteration"' in l]
+_, mrows = sim("memory", [], capped)
 planned = [r["workers"][0]["local_batch"] for r in mrows[3:]]
 if max(planned) > 100:
     fail(f"worker 0's memory holds 100 samples, the policy gave it {max(planned)}")
@@ -133,11 +129,7 @@ with open(exp, "w") as f:
             "  emulation = { calibration = { batch = p.batch, ms = p.ms, host_ms = p.host_ms },\n"
             "    memory = { batch = p.batch, mb = p.memory_mb },\n"
             "    workers = { { speed = 1 }, { profile = { batch = p.batch, ms = p.ms }, memory_mb = 4096 } } } }\n")
-out = os.path.join(SCRATCH, "profiled")
-shutil.rmtree(out, ignore_errors=True)
-r = subprocess.run([TANDEM, "sim", exp, "--out", out], capture_output=True, text=True, timeout=300)
-if r.returncode != 0 or not os.path.exists(os.path.join(out, "summary.json")):
-    fail(f"a sim with the measured profile failed: {r.stderr[-1500:]}")
+sim("profiled", [], exp)
 
 # Noise: each distribution multiplies the noiseless compute by a factor of mean 1 and
 # the asked spread; spikes has its long tail on the slow side only.

@@ -27,15 +27,21 @@ public:
   virtual ~GroupComm() = default;
   virtual int rank() const = 0;  // within the group
   virtual int size() const = 0;
+  // Sets up what collectives of up to `floats` floats need (shared memory on one
+  // host). A collective of the group without a deadline: call it where every member
+  // is, as right after the split.
+  virtual void prepare(size_t floats) {}
   virtual void allreduce_sum(float* data, size_t count, const char* what) = 0;
   // From the group's rank 0 to the others.
   virtual void broadcast(void* data, size_t bytes, const char* what) = 0;
 };
 
 // Point-to-point messages on a channel of their own, apart from the collectives:
-// what workers and the parameter server say to each other. Safe to use from a
-// second thread of a rank (the server runs beside rank 0's worker). Messages have a
-// fixed size per tag; every wait is bounded by the world's deadline.
+// what workers and the parameter server say to each other, so only between rank 0
+// and each rank (a hub; rank 0 may also talk to itself, worker to server). Safe to
+// use from a second thread of a rank (the server runs beside rank 0's worker).
+// Messages have a fixed size per tag and at most one per tag and rank is in flight
+// (a tag goes one way at a time); every wait is bounded by the world's deadline.
 class Channel {
 public:
   static constexpr int kAnySource = -1;
@@ -100,8 +106,9 @@ public:
   // The ranks passing the same color form a group (ordered by rank); a collective
   // over all ranks. Transports without groups (one rank) fail.
   virtual std::unique_ptr<GroupComm> split(int color, const char* what);
-  // A message channel of its own (a collective over all ranks).
-  virtual std::unique_ptr<Channel> open_channel(const char* what);
+  // A message channel of its own for messages of these tags, of at most max_bytes
+  // (a collective over all ranks).
+  virtual std::unique_ptr<Channel> open_channel(const char* what, const std::vector<int>& tags, size_t max_bytes);
 
   // Ends every rank of the job with this message (never returns).
   [[noreturn]] virtual void abort(const std::string& why) = 0;

@@ -12,6 +12,7 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/dist/shm_channel.hpp"
 
 namespace tandem {
 
@@ -227,6 +228,13 @@ void MpiComm::finish_reports(const char* what) {
 }
 
 void MpiComm::barrier(const char* what) {
+  // On one host the shared window's barrier: waiters sleep on a futex and wake the
+  // moment the last rank arrives, where MPI's message rounds need every rank
+  // scheduled in turn (ranks outnumber cores in emulated clusters).
+  if (shm_) {
+    shm_->barrier(shm_wait(what));
+    return;
+  }
   requests_.assign(1, MPI_REQUEST_NULL);
   peers_.assign(1, -1);
   check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &requests_[0]), "MPI_Ibarrier", what);
@@ -234,6 +242,13 @@ void MpiComm::barrier(const char* what) {
 }
 
 void MpiComm::broadcast(void* data, size_t bytes, const char* what) {
+  // Large buffers (weights at a meeting of the relaxed modes) through the shared
+  // window where it already has room; small ones gain nothing from it.
+  constexpr size_t kShmMinBytes = 16384;
+  if (shm_ && bytes >= kShmMinBytes && bytes <= shm_->capacity_bytes()) {
+    shm_->broadcast(data, bytes, shm_wait(what));
+    return;
+  }
   TANDEM_CHECK(bytes <= static_cast<size_t>(INT_MAX), "broadcast of ", bytes, " bytes is too large");
   requests_.assign(1, MPI_REQUEST_NULL);
   peers_.assign(1, rank_ == 0 ? -1 : 0);
@@ -276,16 +291,44 @@ void poll_request(MPI_Request& request, MPI_Status* status, double timeout_s, co
   }
 }
 
+// A sync group. On one host (every rank sharing it, as in emulated clusters) its
+// all-reduce and broadcast go through a shared window of the group's own, as the
+// world's do: a group of 7 ranks on 2 cores spent ~20 ms a step in MPI's message
+// rounds for 1 MB, the window takes well under one.
 class MpiGroupComm final : public GroupComm {
 public:
-  MpiGroupComm(MpiComm& world, MPI_Comm comm, int color) : world_(world), comm_(comm), color_(color) {
+  MpiGroupComm(MpiComm& world, MPI_Comm comm, int color, int host_ranks)
+      : world_(world), comm_(comm), color_(color) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // The members' world ranks, to name them at a deadline (a local call).
+    MPI_Group mine = MPI_GROUP_NULL, everyone = MPI_GROUP_NULL;
+    MPI_Comm_group(comm_, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &everyone);
+    std::vector<int> in_group(static_cast<size_t>(size_));
+    for (int i = 0; i < size_; ++i) in_group[static_cast<size_t>(i)] = i;
+    members_.resize(static_cast<size_t>(size_));
+    MPI_Group_translate_ranks(mine, size_, in_group.data(), everyone, members_.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&everyone);
+    // Collective over the group, whose members have all just passed split's barrier.
+    if (host_ranks > 0 && size_ > 1) shm_ = std::make_unique<ShmAllreduce>(comm_, host_ranks);
   }
-  ~MpiGroupComm() override { MPI_Comm_free(&comm_); }
+  ~MpiGroupComm() override {
+    shm_.reset();
+    MPI_Comm_free(&comm_);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  void prepare(size_t floats) override {
+    if (shm_) shm_->reserve(floats);
+  }
   void allreduce_sum(float* data, size_t count, const char* what) override {
+    if (size_ == 1) return;
+    if (shm_ && count * sizeof(float) <= shm_->capacity_bytes()) {
+      shm_->sum(data, count, shm_wait(what));
+      return;
+    }
     for (size_t done = 0; done < count;) {
       const size_t n = std::min<size_t>(count - done, INT_MAX);
       MPI_Request r = MPI_REQUEST_NULL;
@@ -296,6 +339,11 @@ public:
     }
   }
   void broadcast(void* data, size_t bytes, const char* what) override {
+    if (size_ == 1) return;
+    if (shm_ && bytes <= shm_->capacity_bytes()) {
+      shm_->broadcast(data, bytes, shm_wait(what));
+      return;
+    }
     TANDEM_CHECK(bytes <= static_cast<size_t>(INT_MAX), "broadcast of ", bytes, " bytes in ", what, " is too large");
     MPI_Request r = MPI_REQUEST_NULL;
     check_mpi(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm_, &r), "MPI_Ibcast", what);
@@ -303,16 +351,41 @@ public:
   }
 
 private:
+  [[noreturn]] void fail(const char* what, const std::string& missing) {
+    world_.abort(fmt::format("{} in sync group {} did not complete within {:.0f} s (collective_timeout_s): {}", what,
+                             color_, world_.timeout_s(),
+                             missing.empty() ? std::string("a rank of the group is stuck, dead or far slower")
+                                             : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+  }
   void wait(MPI_Request& r, const char* what) {
-    poll_request(r, MPI_STATUS_IGNORE, world_.timeout_s(), what, [&] {
-      world_.abort(fmt::format("{} in sync group {} did not complete within {:.0f} s (collective_timeout_s): a "
-                               "rank of the group is stuck, dead or far slower",
-                               what, color_, world_.timeout_s()));
-    });
+    poll_request(r, MPI_STATUS_IGNORE, world_.timeout_s(), what, [&] { fail(what, ""); });
+  }
+  // The shared window's barriers sleep on a futex (a millisecond at a time) until
+  // they open; between naps the deadline is checked.
+  ShmAllreduce::Wait shm_wait(const char* what) {
+    return [this, what](const std::function<bool()>& open) {
+      const double deadline = now_ms() + world_.timeout_s() * 1000.0;
+      while (!open())
+        if (now_ms() > deadline) fail(what, world_ranks(shm_->missing_ranks()));
+    };
+  }
+  // "0, 2" in group ranks -> the same members' world ranks.
+  std::string world_ranks(const std::string& group_ranks) const {
+    std::string out;
+    size_t at = 0;
+    while (at < group_ranks.size()) {
+      const size_t end = std::min(group_ranks.find(", ", at), group_ranks.size());
+      const int g = std::stoi(group_ranks.substr(at, end - at));
+      out += (out.empty() ? "" : ", ") + std::to_string(members_[static_cast<size_t>(g)]);
+      at = end + 2;
+    }
+    return out;
   }
   MpiComm& world_;
   MPI_Comm comm_;
   int color_, rank_ = 0, size_ = 1;
+  std::vector<int> members_;  // world rank of each group rank
+  std::unique_ptr<ShmAllreduce> shm_;
 };
 
 class MpiChannel final : public Channel {
@@ -361,13 +434,24 @@ std::unique_ptr<GroupComm> MpiComm::split(int color, const char* what) {
   barrier(what);
   MPI_Comm group = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, rank_, &group), "MPI_Comm_split", what);
-  return std::make_unique<MpiGroupComm>(*this, group, color);
+  MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
+  return std::make_unique<MpiGroupComm>(*this, group, color, shm_ ? size_ : 0);
 }
 
-std::unique_ptr<Channel> MpiComm::open_channel(const char* what) {
+std::unique_ptr<Channel> MpiComm::open_channel(const char* what, const std::vector<int>& tags, size_t max_bytes) {
   TANDEM_CHECK_HINT(thread_multiple_, "use an MPI built with thread support (Debian's OpenMPI has it)",
                     "MPI does not provide MPI_THREAD_MULTIPLE, which the parameter server's thread needs (", what, ")");
   barrier(what);
+  // Every rank on this host: through shared memory (TANDEM_SHM_CHANNEL=0 keeps MPI,
+  // for comparison).
+  const char* env = std::getenv("TANDEM_SHM_CHANNEL");
+  if (shm_ && !(env && std::string(env) == "0")) {
+    try {
+      return std::make_unique<ShmChannel>(*this, node_, tags, max_bytes);
+    } catch (const std::exception& e) {
+      if (rank_ == 0) spdlog::warn("{}: the shared-memory channel failed ({}); using MPI messages", what, e.what());
+    }
+  }
   MPI_Comm channel = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &channel), "MPI_Comm_dup", what);
   MPI_Comm_set_errhandler(channel, MPI_ERRORS_RETURN);

@@ -31,7 +31,7 @@ public:
   void arrive_and_allreduce(float* data, size_t count, double* idle_ms, const char* what) override;
   void broadcast(void* data, size_t bytes, const char* what) override;
   std::unique_ptr<GroupComm> split(int color, const char* what) override;
-  std::unique_ptr<Channel> open_channel(const char* what) override;
+  std::unique_ptr<Channel> open_channel(const char* what, const std::vector<int>& tags, size_t max_bytes) override;
   [[noreturn]] void abort(const std::string& why) override;
 
 private:

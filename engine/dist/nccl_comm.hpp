@@ -74,7 +74,9 @@ public:
   void broadcast(void* data, size_t bytes, const char* what) override { host().broadcast(data, bytes, what); }
   // Sync groups and the server's channel work on host memory: through the host Comm.
   std::unique_ptr<GroupComm> split(int color, const char* what) override { return host().split(color, what); }
-  std::unique_ptr<Channel> open_channel(const char* what) override { return host().open_channel(what); }
+  std::unique_ptr<Channel> open_channel(const char* what, const std::vector<int>& tags, size_t max_bytes) override {
+    return host().open_channel(what, tags, max_bytes);
+  }
   [[noreturn]] void abort(const std::string& why) override {
     host().abort(why);
     std::abort();  // not reached: the host's abort ends the process

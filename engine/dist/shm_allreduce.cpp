@@ -1,9 +1,5 @@
 #include "engine/dist/shm_allreduce.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -13,6 +9,7 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/dist/futex.hpp"
 
 namespace tandem {
 
@@ -28,22 +25,8 @@ struct ShmAllreduce::Control {
 static_assert(sizeof(ShmAllreduce::Control) % alignof(std::atomic<int64_t>) == 0, "the counters follow aligned");
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<double>::is_always_lock_free,
               "the shared barrier needs lock-free atomics");
-static_assert(sizeof(std::atomic<int>) == sizeof(int), "the barrier's sense word is a futex");
 
 namespace {
-
-// Shared (not process-private) futex calls on a word in the window: every rank
-// maps the same page, so the kernel matches them by physical address.
-int* futex_word(std::atomic<int>& a) { return reinterpret_cast<int*>(&a); }
-
-void futex_wait(std::atomic<int>& word, int while_value, long timeout_us) {
-  timespec ts{0, timeout_us * 1000};
-  syscall(SYS_futex, futex_word(word), FUTEX_WAIT, while_value, &ts, nullptr, 0);
-}
-
-void futex_wake_all(std::atomic<int>& word) {
-  syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
 
 // How long a waiter spins before it sleeps on the futex: worth it only when every
 // rank has a core of its own; with more ranks than cores a spinner takes the core
@@ -55,10 +38,10 @@ double spin_us_for(int ranks) {
 
 }  // namespace
 
-ShmAllreduce::ShmAllreduce(MPI_Comm node) : node_(node) {
+ShmAllreduce::ShmAllreduce(MPI_Comm node, int host_ranks) : node_(node) {
   MPI_Comm_rank(node_, &rank_);
   MPI_Comm_size(node_, &size_);
-  spin_us_ = spin_us_for(size_);
+  spin_us_ = spin_us_for(host_ranks > 0 ? host_ranks : size_);
   void* mine = nullptr;
   const size_t control_bytes = sizeof(Control) + static_cast<size_t>(size_) * sizeof(std::atomic<int64_t>);
   const int rc = MPI_Win_allocate_shared(rank_ == 0 ? static_cast<MPI_Aint>(control_bytes) : 0, 1, MPI_INFO_NULL,
@@ -157,6 +140,17 @@ void ShmAllreduce::sum(float* data, size_t count, const Wait& wait, double* arri
   std::memcpy(data, result, count * sizeof(float));
   // The next call overwrites the slots and the result only after its first
   // barrier, which no rank passes before every rank has copied this result out.
+}
+
+void ShmAllreduce::broadcast(void* data, size_t bytes, const Wait& wait) {
+  TANDEM_CHECK(bytes <= capacity_bytes(), "a shared-memory broadcast of ", bytes, " bytes in a window of ",
+               capacity_bytes(), " (a bug in tandem: reserve() first, at a point every rank reaches)");
+  // Rank 0's own slot carries it: sum() writes the slots only before its first
+  // barrier, which no rank passes before every rank has left this broadcast.
+  if (rank_ == 0) std::memcpy(base_, data, bytes);
+  barrier(wait);  // written
+  if (rank_ != 0) std::memcpy(data, base_, bytes);
+  barrier(wait);  // read by every rank
 }
 
 }  // namespace tandem

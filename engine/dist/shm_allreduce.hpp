@@ -22,8 +22,10 @@ namespace tandem {
 
 class ShmAllreduce {
 public:
-  // node: a communicator of the ranks on this host (all of the world's ranks).
-  explicit ShmAllreduce(MPI_Comm node);
+  // node: a communicator of ranks on this host (all of the world's, or a sync
+  // group's); host_ranks: how many ranks the host runs in all (0: node's size),
+  // which decides whether a waiter may spin before it sleeps.
+  explicit ShmAllreduce(MPI_Comm node, int host_ranks = 0);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
@@ -35,6 +37,9 @@ public:
   void sum(float* data, size_t count, const Wait& wait, double* arrival_ms = nullptr);
   // A barrier over the node's ranks, through the shared window.
   void barrier(const Wait& wait);
+  // From the node's rank 0 to the others: one copy in, a barrier, one copy out, a
+  // barrier (so the next collective cannot overwrite what a rank still reads).
+  void broadcast(void* data, size_t bytes, const Wait& wait);
   // When the last barrier opened (now_ms() clock, the same for every rank of a
   // host): the instant a collective ended for all.
   double last_open_ms() const;
@@ -44,6 +49,8 @@ public:
   // blocking without a deadline: call it at start-up (Comm::prepare_allreduce), so
   // sum() only grows the window if a larger buffer ever comes.
   void reserve(size_t count);
+  // The bytes a broadcast can carry without growing the window (a collective).
+  size_t capacity_bytes() const { return capacity_ * sizeof(float); }
 
 private:
   MPI_Comm node_;

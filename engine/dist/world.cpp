@@ -21,7 +21,7 @@ std::unique_ptr<GroupComm> Comm::split(int, const char* what) {
   TANDEM_FAIL("the ", name(), " transport has no sync groups (", what, "): grouped modes need several ranks over MPI");
 }
 
-std::unique_ptr<Channel> Comm::open_channel(const char* what) {
+std::unique_ptr<Channel> Comm::open_channel(const char* what, const std::vector<int>&, size_t) {
   TANDEM_FAIL("the ", name(), " transport has no message channel (", what,
               "): the parameter server needs several ranks over MPI");
 }

@@ -110,6 +110,9 @@ GroupComm& SegmentRunner::group_comm(const Plan& plan) {
   if (!group_ || groups_of_ != plan.sync.group) {
     group_.reset();
     group_ = comm_.split(plan.sync.group[static_cast<size_t>(rank_)], "forming the sync groups");
+    // Room for the gradient's all-reduce and the server's reply (header + weights),
+    // set up while every member is here.
+    group_->prepare((sizeof(ReplyHeader) + model_.param_count() * sizeof(float) + sizeof(float) - 1) / sizeof(float));
     groups_of_ = plan.sync.group;
   }
   return *group_;
@@ -203,7 +206,9 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
 SegmentResult SegmentRunner::run_server(const Plan& plan, int64_t t, int64_t max_iterations, double anchor,
                                         double origin, int64_t* version) {
   const size_t n = model_.param_count();
-  if (!channel_) channel_ = comm_.open_channel("opening the parameter server's channel");
+  if (!channel_)
+    channel_ = comm_.open_channel("opening the parameter server's channel", {kPushTag, kReplyTag},
+                                  std::max(sizeof(PushHeader), sizeof(ReplyHeader)) + n * sizeof(float));
   if (rank_ == 0 && !server_)
     server_ = std::make_unique<ParameterServer>(comm_, *channel_, n, cfg_.optimizer, schedule_, cfg_.global_batch,
                                                 cfg_.max_nonfinite_steps);

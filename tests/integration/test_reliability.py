@@ -242,6 +242,13 @@ if len(names) != 3 or any(int(n[5:15]) // 10 != k for n, k in zip(names, (1, 2, 
 out, _ = tandem(["run", "--resume", d], expect_ok=True)
 if summary(d)["iterations"] < 40:
     fail(f"grouped resume: {summary(d)['iterations']} iterations")
+# A worker stopped inside a grouped segment: its group's partner waits in the
+# group's shared-memory all-reduce and names it (by world rank), no hang.
+d, out, elapsed = run("grouped_stopped", 4, "{ rank = 3, iteration = 13, kind = 'stop' }", expect_ok=False,
+                      extra="e.plan = { kind = 'equal' }\ne.sync = { mode = 'grouped', groups = { 1, 1, 2, 2 }, sync_every = 5 }")
+expect(out, "missing rank(s): 3", what="a worker stopped in a grouped segment")
+if elapsed > NOTICE_WITHIN_S:
+    fail(f"grouped_stopped: noticed after {elapsed:.1f} s")
 
 # 5. A corrupted newest checkpoint: rejected by name, the previous one used.
 newest = os.path.join(full, "checkpoints", checkpoints(full)[-1])

@@ -1,5 +1,6 @@
 // The relaxed synchronisation modes end to end, 4 ranks: grouped with one group
-// trains exactly what bsp trains (the server's update weighting is exact); in every
+// trains exactly what bsp trains (the server's update weighting is exact), through
+// shared memory and through MPI's messages alike; in every
 // mode each gradient pushed is applied or dropped exactly once (the server's totals
 // against the workers' own counts in the trace), and the segments cover the run's
 // iterations; a policy switching modes at every decision (bsp, local, grouped,
@@ -51,6 +52,18 @@ BOOST_AUTO_TEST_CASE(one_group_trains_what_bsp_trains) {
   const json s = summary_of("one-group")["sync"];
   BOOST_TEST(s["updates"].get<int64_t>() == 40);
   BOOST_TEST(s["staleness_max"].get<double>() == 0.0);
+  // The same over MPI's messages instead of the host's shared memory (the transport
+  // of ranks on several hosts): the group's all-reduce and broadcast and the
+  // server's channel give the same training.
+  require_ok(run_tandem("one-group-mpi", quickstart(), kCommon + " sync.mode=grouped sync.groups=1,1,1,1 sync.sync_every=7",
+                        "env TANDEM_SHM_ALLREDUCE=0 "));
+  const auto c = params_of("one-group-mpi");
+  BOOST_REQUIRE_EQUAL(a.size(), c.size());
+  double err_mpi = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) err_mpi = std::max(err_mpi, static_cast<double>(std::abs(a[i] - c[i])));
+  BOOST_TEST_MESSAGE("one group over MPI messages vs bsp: scaled error " << err_mpi / scale);
+  BOOST_TEST(err_mpi / scale < 1e-4);
+  BOOST_TEST(summary_of("one-group-mpi")["sync"]["updates"].get<int64_t>() == 40);
 }
 
 BOOST_AUTO_TEST_CASE(every_push_is_applied_or_dropped_once) {

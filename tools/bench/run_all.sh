@@ -10,6 +10,7 @@ mkdir -p bench-results
 "$build"/bench/tandem_policy_bench --out bench-results/policy_cost.json
 /usr/bin/python3 tools/bench/hetero_policies.py "$build" --out bench-results/hetero_policies.json
 /usr/bin/python3 tools/bench/sync_modes.py "$build" --out bench-results/sync_modes.json
+/usr/bin/python3 tools/bench/sync_transport.py "$build" --out bench-results/sync_transport.json
 /usr/bin/python3 tools/bench/sim_scale.py "$build" --out bench-results/sim_scale.json
 /usr/bin/python3 tools/bench/sim_fidelity.py "$build" --out bench-results/sim_fidelity.json
 # The experiment suite (the papers' results, README "Results"), reports included.

@@ -283,6 +283,7 @@ ExperimentConfig to_config(json& j) {
   c.plan.sync.local_steps = get<int>(sync, "local_steps", "sync.");
   c.plan.sync.staleness = get<int>(sync, "staleness", "sync.");
   c.plan.sync.sync_every = get<int>(sync, "sync_every", "sync.");
+  c.optimizer.slow_momentum = get<double>(sync, "slow_momentum", "sync.");
   c.emulation = to_emulation(field(j, "emulation", ""));
 
   const json& pol = field(j, "policy", "");

@@ -28,6 +28,10 @@ struct OptimizerConfig {
   double momentum = 0.9;
   double weight_decay = 0.0;
   bool nesterov = false;
+  // Grouped sync (parameter_server.hpp): the momentum the server applies to each
+  // segment's displacement at the meeting, stepping without momentum inside; 0:
+  // momentum on every push.
+  double slow_momentum = 0.7;
 };
 
 struct ScheduleConfig {

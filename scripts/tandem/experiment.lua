@@ -144,6 +144,10 @@ M.schema = record {
                                           .. 'faster groups wait for it (S)' }),
     sync_every = integer(10, { min = 1, doc = 'grouped, ksync: global batches of server updates between the points '
                                           .. 'where all workers meet (stats, policy, plan changes)' }),
+    slow_momentum = number(0.7, { min = 0, lt = 1, doc = 'grouped: the parameter server steps without momentum '
+                                    .. 'inside a segment and applies this momentum to each segment\'s displacement at '
+                                    .. 'the meeting (SlowMo), keeping the step lr / (1 - momentum); 0: momentum on '
+                                    .. 'every push instead' }),
   },
   -- A Lua policy deciding the plan every iteration (engine/script/policy_host.hpp).
   policy = record {

@@ -9,9 +9,8 @@ messages, as ranks on several hosts do.
 
 Emulation: 8 workers, speed factors (README "Emulated heterogeneity"), the speed-1
 device at --reference of a core, one calibration for every run. MLP 784-256-256-10 on
-Fashion-MNIST, B = 512, lr 0.05 (ASGD diverges in some runs at bsp's 0.1, and the
-learning rate does not change the transport's cost), --iterations global batches, no
-evaluation. Cases:
+Fashion-MNIST, B = 512, lr 0.05 (the learning rate does not change the transport's
+cost), --iterations global batches, no evaluation. Cases:
   two_groups     speeds 1 x 8, groups {1,1,1,1,2,2,2,2}, S = 1;
   straggler_7_1  speeds 1 x 7 and 0.33, groups of the 7 and the straggler, batches
                  70 x 6, 69 and 23 (the straggler's share at its speed), S = 1;

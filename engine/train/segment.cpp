@@ -108,6 +108,9 @@ GroupComm& SegmentRunner::group_comm(const Plan& plan) {
   // Splitting is a collective over every rank; all enter the segment together, and
   // the groups are kept while the plan's stay the same.
   if (!group_ || groups_of_ != plan.sync.group) {
+    // Freeing the old group's shared window is a collective without a deadline:
+    // every rank is checked present first, so a dead one is named, not waited for.
+    if (group_) comm_.barrier("regrouping the sync groups");
     group_.reset();
     group_ = comm_.split(plan.sync.group[static_cast<size_t>(rank_)], "forming the sync groups");
     // Room for the gradient's all-reduce and the server's reply (header + weights),

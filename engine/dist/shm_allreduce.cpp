@@ -104,8 +104,9 @@ void ShmAllreduce::barrier(const Wait& wait) {
 void ShmAllreduce::reserve(size_t count) {
   if (count <= capacity_) return;
   if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
-  // One contiguous window, all of it owned by rank 0: size+1 slots of `count`.
-  const size_t slots = static_cast<size_t>(size_) + 1;
+  // One contiguous window, all of it owned by rank 0: size+3 slots of `count` (one
+  // per rank, the sum's result, and two that broadcasts take in turn).
+  const size_t slots = static_cast<size_t>(size_) + 3;
   const MPI_Aint bytes = rank_ == 0 ? static_cast<MPI_Aint>(slots * count * sizeof(float)) : 0;
   void* mine = nullptr;
   const int rc = MPI_Win_allocate_shared(bytes, sizeof(float), MPI_INFO_NULL, node_, &mine, &window_);
@@ -145,12 +146,16 @@ void ShmAllreduce::sum(float* data, size_t count, const Wait& wait, double* arri
 void ShmAllreduce::broadcast(void* data, size_t bytes, const Wait& wait) {
   TANDEM_CHECK(bytes <= capacity_bytes(), "a shared-memory broadcast of ", bytes, " bytes in a window of ",
                capacity_bytes(), " (a bug in tandem: reserve() first, at a point every rank reaches)");
-  // Rank 0's own slot carries it: sum() writes the slots only before its first
-  // barrier, which no rank passes before every rank has left this broadcast.
-  if (rank_ == 0) std::memcpy(base_, data, bytes);
+  // Broadcasts alternate between two slots of their own, so one barrier is enough:
+  // rank 0 writes a slot again only two broadcasts later, after the barrier of the
+  // one in between, which every rank enters only once it has read this one. (sum()
+  // never touches these slots.) One barrier fewer matters where ranks outnumber
+  // cores: every barrier waits for the last rank to get a core.
+  float* slot = base_ + (static_cast<size_t>(size_) + 1 + static_cast<size_t>(broadcasts_ % 2)) * capacity_;
+  ++broadcasts_;
+  if (rank_ == 0) std::memcpy(slot, data, bytes);
   barrier(wait);  // written
-  if (rank_ != 0) std::memcpy(data, base_, bytes);
-  barrier(wait);  // read by every rank
+  if (rank_ != 0) std::memcpy(data, slot, bytes);
 }
 
 }  // namespace tandem

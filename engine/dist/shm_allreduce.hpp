@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -37,8 +38,7 @@ public:
   void sum(float* data, size_t count, const Wait& wait, double* arrival_ms = nullptr);
   // A barrier over the node's ranks, through the shared window.
   void barrier(const Wait& wait);
-  // From the node's rank 0 to the others: one copy in, a barrier, one copy out, a
-  // barrier (so the next collective cannot overwrite what a rank still reads).
+  // From the node's rank 0 to the others: one copy in, a barrier, one copy out.
   void broadcast(void* data, size_t bytes, const Wait& wait);
   // When the last barrier opened (now_ms() clock, the same for every rank of a
   // host): the instant a collective ended for all.
@@ -56,7 +56,8 @@ private:
   MPI_Comm node_;
   int rank_ = 0, size_ = 1;
   MPI_Win window_ = MPI_WIN_NULL;
-  float* base_ = nullptr;  // slot 0 .. size-1, then the result
+  float* base_ = nullptr;  // slot 0 .. size-1, the result, then the broadcasts' two
+  int64_t broadcasts_ = 0;  // which broadcast slot is next
   size_t capacity_ = 0;    // floats per slot
   // The barrier's shared state (its own small window) and this rank's sense.
   MPI_Win control_window_ = MPI_WIN_NULL;

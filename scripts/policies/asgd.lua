@@ -14,17 +14,11 @@
 -- `wait` observations to show up in the stats before it is sent again.
 --
 -- Parameters (cluster.params), with defaults:
---   staleness = 4N      S, server versions a worker's weights may fall behind
---                       before faster workers wait. N workers of similar speed are
---                       at most N - 1 behind in the steady state, but a worker that
---                       stalls for a few steps falls 2-4 N behind, and with S = N
---                       the others then wait for it, which is what ASGD is meant
---                       not to do. With the server's slow momentum (parameter_server.hpp)
---                       staleness is cheap: 8 workers with random stalls,
---                       tools/bench/sync_modes.py: S = 4N 16,898 samples/s and 85%
---                       in 1.55x the no-straggler time, S = N 14,421 and 1.85x (mean
---                       staleness 6.7 against 5.9). The bound still stops a worker
---                       that has fallen far behind from feeding ancient gradients
+--   staleness = N       S, server versions a worker's weights may fall behind
+--                       before faster workers wait: N is as good as unbounded for
+--                       N workers of similar speed (each is at most N - 1 behind in
+--                       the steady state) while still stopping a worker that has
+--                       fallen far behind from feeding ancient gradients
 --   sync_every = 10     global batches' worth of server updates between the points
 --                       where all workers meet (and this policy is asked again)
 --
@@ -43,7 +37,7 @@ local function int_param(p, key, default, min, max) return util.int_param(p, key
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)
   local n = C.workers
-  staleness = int_param(C.params, 'staleness', 4 * n, 0)
+  staleness = int_param(C.params, 'staleness', n, 0)
   sync_every = int_param(C.params, 'sync_every', 10, 1)
   local lo = {}
   for i = 1, n do lo[i] = math.max(C.min_batch[i], 1) end

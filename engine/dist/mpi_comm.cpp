@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 #include <sched.h>
@@ -306,7 +307,7 @@ public:
     MPI_Comm_group(comm_, &mine);
     MPI_Comm_group(MPI_COMM_WORLD, &everyone);
     std::vector<int> in_group(static_cast<size_t>(size_));
-    for (int i = 0; i < size_; ++i) in_group[static_cast<size_t>(i)] = i;
+    std::iota(in_group.begin(), in_group.end(), 0);
     members_.resize(static_cast<size_t>(size_));
     MPI_Group_translate_ranks(mine, size_, in_group.data(), everyone, members_.data());
     MPI_Group_free(&mine);
@@ -366,20 +367,8 @@ private:
     return [this, what](const std::function<bool()>& open) {
       const double deadline = now_ms() + world_.timeout_s() * 1000.0;
       while (!open())
-        if (now_ms() > deadline) fail(what, world_ranks(shm_->missing_ranks()));
+        if (now_ms() > deadline) fail(what, shm_->missing_ranks(members_));
     };
-  }
-  // "0, 2" in group ranks -> the same members' world ranks.
-  std::string world_ranks(const std::string& group_ranks) const {
-    std::string out;
-    size_t at = 0;
-    while (at < group_ranks.size()) {
-      const size_t end = std::min(group_ranks.find(", ", at), group_ranks.size());
-      const int g = std::stoi(group_ranks.substr(at, end - at));
-      out += (out.empty() ? "" : ", ") + std::to_string(members_[static_cast<size_t>(g)]);
-      at = end + 2;
-    }
-    return out;
   }
   MpiComm& world_;
   MPI_Comm comm_;

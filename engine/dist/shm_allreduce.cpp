@@ -68,12 +68,13 @@ ShmAllreduce::~ShmAllreduce() {
 
 double ShmAllreduce::last_open_ms() const { return control_->opened_ms.load(std::memory_order_acquire); }
 
-std::string ShmAllreduce::missing_ranks() const {
+std::string ShmAllreduce::missing_ranks(const std::vector<int>& names) const {
   const int64_t mine = control_->entered()[rank_].load(std::memory_order_acquire);
   std::string missing;
   for (int r = 0; r < size_; ++r)
     if (control_->entered()[r].load(std::memory_order_acquire) < mine)
-      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      missing += (missing.empty() ? "" : ", ") +
+                 std::to_string(names.empty() ? r : names[static_cast<size_t>(r)]);
   return missing;
 }
 

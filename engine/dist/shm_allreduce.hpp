@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tandem {
 
@@ -43,8 +44,9 @@ public:
   // When the last barrier opened (now_ms() clock, the same for every rank of a
   // host): the instant a collective ended for all.
   double last_open_ms() const;
-  // The ranks that have not yet entered the barrier this rank waits in ("1, 3").
-  std::string missing_ranks() const;
+  // The ranks that have not yet entered the barrier this rank waits in ("1, 3"),
+  // each named as names[rank] where names are given (a group's world ranks).
+  std::string missing_ranks(const std::vector<int>& names = {}) const;
   // Makes room for `count` floats per rank. Collective (every rank, same count) and
   // blocking without a deadline: call it at start-up (Comm::prepare_allreduce), so
   // sum() only grows the window if a larger buffer ever comes.

@@ -51,13 +51,7 @@ std::vector<float> train(const std::string& name, const std::string& args, const
 
 // Largest difference relative to the largest parameter.
 double scaled_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  BOOST_REQUIRE_EQUAL(a.size(), b.size());
-  double diff = 0.0, scale = 1e-6;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(a[i])));
-  }
-  return diff / scale;
+  return tandem::testing::scaled_difference(a, b, 1e-6);
 }
 
 }  // namespace

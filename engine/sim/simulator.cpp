@@ -9,8 +9,8 @@
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/rng.hpp"
-#include "engine/train/emulator.hpp"
-#include "engine/train/run_dir.hpp"
+#include "engine/train/emulation/emulator.hpp"
+#include "engine/train/record/run_dir.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace tandem {
@@ -292,7 +292,7 @@ SimSummary simulate(const ExperimentConfig& cfg, const DeviceProfile& machine, s
       ++out.plan_changes;
     }
     if (plan.sync.mode != SyncMode::bsp && n > 1) {
-      // A relaxed segment (engine/train/segment.hpp), as the engine runs it; the
+      // A relaxed segment (engine/train/sync/relaxed_segment.hpp), as the engine runs it; the
       // policy decides at its end and the plan applies to the next.
       SyncRecord rec;
       const int64_t done = simulate_segment(plan, t, total - t, step_of, ring_ms, bytes, server_ms, clock_ms, now, rec);

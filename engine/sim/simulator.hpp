@@ -15,7 +15,7 @@
 // worker's own samples/s, summed), so the reports work on both.
 #include "engine/train/config.hpp"
 #include "engine/train/plan_policy.hpp"
-#include "engine/train/run_recorder.hpp"
+#include "engine/train/record/run_recorder.hpp"
 
 namespace tandem {
 

@@ -50,7 +50,7 @@ struct StopConfig {
 };
 
 // Emulated heterogeneity: makes a homogeneous machine behave like a cluster of
-// workers with different, possibly changing, speeds (engine/train/emulator.hpp).
+// workers with different, possibly changing, speeds (engine/train/emulation/emulator.hpp).
 // Ranks are numbered from 0 everywhere, as in the logs ("[r3]").
 struct DeviceProfile {
   // Compute ms of one step at each measured local batch; interpolated linearly
@@ -150,7 +150,7 @@ struct SimConfig {
   int64_t trace_every = 1;       // trace every n-th iteration (thousands of workers write a lot)
 };
 
-// Checkpoints (engine/train/checkpoint.hpp).
+// Checkpoints (engine/train/checkpoint/file.hpp).
 struct CheckpointConfig {
   int64_t every = 0;    // iterations between checkpoints; 0: none (unless every_s)
   double every_s = 0;   // seconds of training between checkpoints; 0: none (unless every)
@@ -159,7 +159,7 @@ struct CheckpointConfig {
   bool enabled() const { return every > 0 || every_s > 0; }
 };
 
-// An injected failure (engine/train/faults.hpp).
+// An injected failure (engine/train/emulation/faults.hpp).
 struct FaultConfig {
   int rank = 0;
   int64_t iteration = 0;

@@ -20,17 +20,17 @@
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/train/batch_loader.hpp"
-#include "engine/train/gradient_sync.hpp"
-#include "engine/train/calibration.hpp"
-#include "engine/train/checkpointer.hpp"
-#include "engine/train/emulator.hpp"
+#include "engine/train/sync/gradient_sync.hpp"
+#include "engine/train/emulation/calibration.hpp"
+#include "engine/train/checkpoint/run_checkpoints.hpp"
+#include "engine/train/emulation/emulator.hpp"
 #include "engine/train/evaluate.hpp"
-#include "engine/train/faults.hpp"
+#include "engine/train/emulation/faults.hpp"
 #include "engine/train/nonfinite.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/plan_policy.hpp"
-#include "engine/train/run_dir.hpp"
-#include "engine/train/segment.hpp"
+#include "engine/train/record/run_dir.hpp"
+#include "engine/train/sync/relaxed_segment.hpp"
 #include "engine/train/console.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -249,7 +249,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   Checkpointer checkpoints(cfg.checkpoint, summary.run_dir, model, sgd);
   // Injected faults happen once: a resumed run goes on past them.
   const FaultInjector faults(cfg.resume ? std::vector<FaultConfig>{} : cfg.faults, rank);
-  // The training state a resumed run starts from (checkpointer.hpp).
+  // The training state a resumed run starts from (checkpoint/run_checkpoints.hpp).
   int64_t first_iteration = 0, resumed_version = 0, resumed_samples = 0;
   double resumed_train_ms = 0.0;
   std::string resumed_stats;    // the pending stats (rank 0, same cluster)
@@ -539,7 +539,7 @@ RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
       plan = Plan::random(world, cfg.global_batch, mix_seed(cfg.seed ^ 0x706c616eULL, t));
     }
     if (plan.sync.mode != SyncMode::bsp && world > 1) {
-      // A relaxed-sync segment (segment.hpp), up to the next evaluation or the end.
+      // A relaxed-sync segment (sync/relaxed_segment.hpp), up to the next evaluation or the end.
       // The last bsp iteration's stats are recorded first; its decision was taken.
       comm.finish_reports("the stats reports");
       if (rank == 0) {

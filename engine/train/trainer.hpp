@@ -14,7 +14,7 @@
 #include "engine/train/config.hpp"
 #include "engine/train/console.hpp"
 #include "engine/train/device_choice.hpp"
-#include "engine/train/run_recorder.hpp"
+#include "engine/train/record/run_recorder.hpp"
 
 namespace tandem {
 

@@ -105,7 +105,7 @@ M.schema = record {
   workers = integer(1, { min = 1, doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),
   collective_timeout_s = number(30, { gt = 0, doc = 'a collective not done by then (a worker dead, stopped or hung) '
                                                   .. 'aborts the run, naming the missing ranks' }),
-  -- Checkpoints (engine/train/checkpoint.hpp): tandem run --resume RUN_DIR continues.
+  -- Checkpoints (engine/train/checkpoint/file.hpp): tandem run --resume RUN_DIR continues.
   checkpoint = record {
     every = integer(0, { min = 0, doc = 'iterations between checkpoints (0: none, unless every_s)' }),
     every_s = number(0, { min = 0, doc = 'seconds of training between checkpoints (0: none, unless every)' }),
@@ -164,7 +164,7 @@ M.schema = record {
     max_batch = list(integer(nil, { min = 1 }), { doc = "per worker, its largest local batch (its memory cap); "
                                                    .. 'default: global_batch' }),
   },
-  -- Emulated heterogeneity (engine/train/emulator.hpp). Ranks are numbered from 0.
+  -- Emulated heterogeneity (engine/train/emulation/emulator.hpp). Ranks are numbered from 0.
   emulation = record {
     enabled = boolean(nil, { doc = 'default: true when any other emulation key is set' }),
     reference = number(1, { gt = 0, max = 1,

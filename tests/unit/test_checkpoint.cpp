@@ -1,4 +1,4 @@
-// Checkpoint files (engine/train/checkpoint.hpp): a round trip keeps every byte; the
+// Checkpoint files (engine/train/checkpoint/file.hpp): a round trip keeps every byte; the
 // newest `keep` stay; each way a file can be bad (truncated, corrupted, another
 // format version, another model, not a checkpoint at all) is rejected naming the
 // check, and load_latest falls back to the previous good one; a write that fails
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "engine/script/policy_sandbox.hpp"
-#include "engine/train/checkpoint.hpp"
+#include "engine/train/checkpoint/file.hpp"
 #include "tests/unit/test_support.hpp"
 
 using namespace tandem;

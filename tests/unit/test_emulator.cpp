@@ -15,8 +15,8 @@
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/rng.hpp"
-#include "engine/train/emulator.hpp"
-#include "engine/train/speed_trace.hpp"
+#include "engine/train/emulation/emulator.hpp"
+#include "engine/train/emulation/speed_trace.hpp"
 #include "tests/unit/test_support.hpp"
 
 using namespace tandem;

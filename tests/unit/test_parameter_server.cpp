@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "engine/dist/local_comm.hpp"
-#include "engine/train/parameter_server.hpp"
+#include "engine/train/sync/parameter_server.hpp"
 
 using namespace tandem;
 

@@ -1,4 +1,4 @@
-#include "engine/train/calibration.hpp"
+#include "engine/train/emulation/calibration.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "engine/train/parameter_server.hpp"
+#include "engine/train/sync/parameter_server.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "engine/train/gradient_sync.hpp"
+#include "engine/train/sync/gradient_sync.hpp"
 
 #include "engine/core/error.hpp"
 

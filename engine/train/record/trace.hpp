@@ -24,7 +24,7 @@ struct IterationRecord {
   double wall_s = 0.0;
 };
 
-// What a relaxed-sync segment adds to its trace line (segment.hpp): the mode and
+// What a relaxed-sync segment adds to its trace line (sync/relaxed_segment.hpp): the mode and
 // groups it ran, how many global batches it covered, and the server's work.
 struct SyncRecord {
   std::string mode;          // SyncPlan::str()

@@ -1,4 +1,4 @@
-#include "engine/train/checkpointer.hpp"
+#include "engine/train/checkpoint/run_checkpoints.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "engine/train/config.hpp"
-#include "engine/train/speed_trace.hpp"
+#include "engine/train/emulation/speed_trace.hpp"
 
 namespace tandem {
 

@@ -1,4 +1,4 @@
-#include "engine/train/faults.hpp"
+#include "engine/train/emulation/faults.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// The training loop's side of checkpoints (checkpoint.hpp has the file): when one is
+// The training loop's side of checkpoints (checkpoint/file.hpp has the file): when one is
 // due, what goes in it from the model and optimizer, the start-up check that the run
 // directory can hold them, and loading one back on every rank for --resume.
 //
@@ -14,7 +14,7 @@
 #include "engine/dist/comm.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
-#include "engine/train/checkpoint.hpp"
+#include "engine/train/checkpoint/file.hpp"
 #include "engine/train/config.hpp"
 
 namespace tandem {

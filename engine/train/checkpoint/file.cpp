@@ -1,4 +1,4 @@
-#include "engine/train/checkpoint.hpp"
+#include "engine/train/checkpoint/file.hpp"
 
 #include <spdlog/spdlog.h>
 #include <zlib.h>

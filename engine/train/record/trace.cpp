@@ -1,4 +1,4 @@
-#include "engine/train/trace.hpp"
+#include "engine/train/record/trace.hpp"
 
 #include <spdlog/fmt/fmt.h>
 

@@ -1,4 +1,4 @@
-#include "engine/train/emulator.hpp"
+#include "engine/train/emulation/emulator.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,11 +1,11 @@
-#include "engine/train/run_recorder.hpp"
+#include "engine/train/record/run_recorder.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "engine/train/run_dir.hpp"
+#include "engine/train/record/run_dir.hpp"
 
 namespace tandem {
 

@@ -1,4 +1,4 @@
-#include "engine/train/segment.hpp"
+#include "engine/train/sync/relaxed_segment.hpp"
 
 #include <algorithm>
 #include <cmath>

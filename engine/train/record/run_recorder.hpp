@@ -10,7 +10,7 @@
 
 #include "engine/train/config.hpp"
 #include "engine/train/plan.hpp"
-#include "engine/train/trace.hpp"
+#include "engine/train/record/trace.hpp"
 #include "engine/train/worker_stats.hpp"
 
 namespace tandem {

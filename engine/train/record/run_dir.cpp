@@ -1,4 +1,4 @@
-#include "engine/train/run_dir.hpp"
+#include "engine/train/record/run_dir.hpp"
 
 #include <ctime>
 #include <filesystem>

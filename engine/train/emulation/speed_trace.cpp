@@ -1,4 +1,4 @@
-#include "engine/train/speed_trace.hpp"
+#include "engine/train/emulation/speed_trace.hpp"
 
 #include <cerrno>
 #include <cmath>

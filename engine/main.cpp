@@ -45,6 +45,7 @@
 #include "engine/script/lua_state.hpp"
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
+#include "engine/train/control.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace {
@@ -154,7 +155,7 @@ int cmd_sim(const std::vector<std::string>& args) {
   // experiment (a real run's calibration.json), or measured now, as a real run does.
   auto data = tandem::make_dataset(cfg.data, /*train=*/true);
   tandem::GlobalSampler sampler(data->size(), cfg.global_batch, cfg.seed);
-  tandem::Model model(tandem::cpu_device(), cfg.model, cfg.seed, 2 + 2 * static_cast<size_t>(cfg.workers));
+  tandem::Model model(tandem::cpu_device(), cfg.model, cfg.seed);
   tandem::DeviceProfile machine;
   if (cfg.emulation.calibration) {
     machine = *cfg.emulation.calibration;
@@ -167,8 +168,10 @@ int cmd_sim(const std::vector<std::string>& args) {
   std::unique_ptr<tandem::PolicyHost> policy;
   if (!cfg.policy.file.empty())
     policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, cfg.workers));
+  // The all-reduce carries the gradients and the control message beside them.
+  const size_t allreduce_floats = model.param_count() + tandem::ControlWire(cfg.workers).floats();
   const tandem::SimSummary s =
-      tandem::simulate(cfg, machine, model.grads_with_tail_count(), sampler.iterations_per_epoch(), policy.get());
+      tandem::simulate(cfg, machine, allreduce_floats, sampler.iterations_per_epoch(), policy.get());
   std::printf("%s\n", s.run.run_dir.c_str());
   return 0;
 }

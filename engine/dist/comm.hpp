@@ -1,7 +1,8 @@
 #pragma once
 // Comm: how workers talk. One interface, several transports: LocalComm (a single
 // rank: every collective is a no-op, the fast path), MpiComm (OpenMPI, any number
-// of ranks on one or many hosts), and later NCCL.
+// of ranks on one or many hosts; shared memory on one host) and NcclComm (GPU
+// memory, nccl_comm.hpp).
 //
 // Every wait has a deadline: a collective that is not done in time aborts the
 // whole job and names the missing ranks (DESIGN.md habit 8), instead of hanging a

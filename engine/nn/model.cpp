@@ -127,7 +127,7 @@ std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& 
 
 }  // namespace
 
-Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail)
+Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
     : dev_(dev), name_(spec.name), input_(spec.input), classes_(spec.classes) {
   TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
                     spec.name, "' has no layers");
@@ -149,15 +149,25 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail
   size_t total = 0;
   for (auto& l : layers_) total += l->param_count();
   params_ = Tensor(dev, {static_cast<int64_t>(total)});
-  grad_buffer_ = Tensor(dev, {static_cast<int64_t>(total + grad_tail)});
-  grads_ = Tensor::view_of(dev, grad_buffer_.data(), {static_cast<int64_t>(total)});
+  grads_ = Tensor(dev, {static_cast<int64_t>(total)});
+  bind_layers();
   Rng rng(seed);
+  for (auto& l : layers_) l->init_params(rng);
+}
+
+void Model::bind_layers() {
   size_t offset = 0;
   for (auto& l : layers_) {
     l->bind(params_.data() + offset, grads_.data() + offset);
-    l->init_params(rng);
     offset += l->param_count();
   }
+}
+
+void Model::place_grads(float* storage) {
+  TANDEM_CHECK(storage != nullptr, "Model::place_grads was given no storage (a bug in tandem)");
+  dev_.copy(storage, grads_.data(), param_count());
+  grads_ = Tensor::view_of(dev_, storage, {static_cast<int64_t>(param_count())});
+  bind_layers();
 }
 
 const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {

@@ -15,10 +15,7 @@ class Model {
 public:
   // Builds the layers, folding a ReLU that follows a linear or conv2d layer into it,
   // and initialises the parameters deterministically from `seed`.
-  // grad_tail: floats reserved right after the gradients in the same buffer, so a
-  // few numbers (the trainer's control message) ride along with the gradient
-  // all-reduce instead of costing a collective of their own.
-  Model(Device& dev, const ModelSpec& spec, uint64_t seed, size_t grad_tail = 0);
+  Model(Device& dev, const ModelSpec& spec, uint64_t seed);
 
   // x: [batch, ...input]. Returns logits [batch, classes].
   const Tensor& forward(const Tensor& x, const StepContext& ctx);
@@ -28,10 +25,11 @@ public:
 
   Tensor& params() { return params_; }
   Tensor& grads() { return grads_; }
-  // The gradients followed by the tail: what the all-reduce sends.
-  float* grads_with_tail() { return grad_buffer_.data(); }
-  size_t grads_with_tail_count() const { return static_cast<size_t>(grad_buffer_.numel()); }
-  float* grad_tail() { return grad_buffer_.data() + grads_.numel(); }
+  // Moves the gradients into `storage`: param_count() floats on this model's device,
+  // owned by the caller and alive as long as the model is used. Whoever all-reduces
+  // the gradients can then keep them in one buffer with what travels beside them.
+  // The values are carried over; the model's own gradient buffer is released.
+  void place_grads(float* storage);
   size_t param_count() const { return static_cast<size_t>(params_.numel()); }
   const Shape& input_shape() const { return input_; }
   int classes() const { return classes_; }
@@ -49,12 +47,15 @@ public:
   double train_flops_per_sample() const { return 2.0 * (3.0 * macs_per_sample_ - first_layer_macs_); }
 
 private:
+  // Points every layer's parameter and gradient views into the flat buffers.
+  void bind_layers();
+
   Device& dev_;
   std::string name_;
   Shape input_;
   int classes_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  Tensor params_, grads_, grad_buffer_;
+  Tensor params_, grads_;
   double macs_per_sample_ = 0.0, first_layer_macs_ = 0.0;
   // Backward stops here: layers before it have no parameters, so no gradient is owed.
   size_t first_param_layer_ = 0;

@@ -7,7 +7,8 @@
 // while the loop's own Lua (the policy) is being asked, and reads the loop's state
 // through the view. What a command asks of the run (stop, pause, an emulated
 // slowdown) comes back in the requests, which rank 0 sends to every rank with the
-// next control tail: all ranks stop, pause and change speed together.
+// next Control message (control.hpp): all ranks stop, pause and change speed
+// together.
 #include <cstdint>
 #include <deque>
 #include <string>

@@ -6,7 +6,7 @@
 // Timing contract, on rank 0, in iteration t:
 //   every rank's stats of t-1 are in -> submit() them -> forward + backward (the
 //   policy decides meanwhile, on its own thread) -> collect() the decision ->
-//   gradient all-reduce (the decision rides in the buffer's tail to every rank)
+//   gradient all-reduce (the decision rides with it to every rank, control.hpp)
 //   -> the plan is in force from t+1.
 // So the decision on iteration t's stats applies from iteration t+2, and its latency
 // hides behind a whole forward + backward. collect() waits for the call in flight

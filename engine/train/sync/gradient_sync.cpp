@@ -4,25 +4,24 @@
 
 namespace tandem {
 
-GradientSync::GradientSync(Model& model, Comm& comm, size_t tail_count)
-    : model_(model), comm_(comm), dev_(model.device()), tail_count_(tail_count),
-      count_(model.grads_with_tail_count()) {
-  TANDEM_CHECK(tail_count <= count_, "the control tail (", tail_count, " floats) does not fit the gradient buffer (",
-               count_, " floats)");
+GradientSync::GradientSync(Model& model, Comm& comm)
+    : model_(model), comm_(comm), dev_(model.device()), wire_(comm.size()), params_(model.param_count()),
+      count_(params_ + wire_.floats()) {
   if (dev_.kind() == DeviceKind::cpu) {
     TANDEM_CHECK_HINT(!comm.device_memory(), "run CPU workers over MPI", "a CPU worker was given the ", comm.name(),
                       " transport, which all-reduces GPU memory only");
     path_ = Path::host;
-    tail_ = model.grad_tail();
-  } else if (comm.device_memory()) {
-    path_ = Path::device;
-    tail_host_.assign(tail_count, 0.0f);
-    tail_ = tail_host_.data();
   } else {
-    path_ = Path::staged;
-    staging_ = static_cast<float*>(dev_.allocate_host(count_ * sizeof(float)));
-    tail_ = staging_ + (count_ - tail_count_);
+    path_ = comm.device_memory() ? Path::device : Path::staged;
   }
+  if (path_ == Path::staged) {
+    staging_ = static_cast<float*>(dev_.allocate_host(count_ * sizeof(float)));
+  } else {
+    // The gradients move into this buffer, the control floats right behind them.
+    buffer_ = Tensor(dev_, {static_cast<int64_t>(count_)});
+    model_.place_grads(buffer_.data());
+  }
+  if (path_ == Path::device) control_host_.assign(wire_.floats(), 0.0f);
 }
 
 GradientSync::~GradientSync() {
@@ -38,25 +37,39 @@ const char* GradientSync::path() const {
   return "?";
 }
 
-void GradientSync::run(double* idle_ms, const char* what) {
+Control GradientSync::run(const Control& mine, double* idle_ms, const char* what) {
+  const int rank = comm_.rank();
+  if (comm_.size() == 1) {  // nothing to sum: the message is this rank's own
+    std::vector<float> control(wire_.floats());
+    wire_.encode(mine, rank, control.data());
+    return wire_.decode(control.data());
+  }
   switch (path_) {
-    case Path::host:
-      comm_.arrive_and_allreduce(model_.grads_with_tail(), count_, idle_ms, what);
-      return;
-    case Path::device:
-      dev_.copy_from_host(model_.grad_tail(), tail_, tail_count_);
-      comm_.arrive_and_allreduce(model_.grads_with_tail(), count_, idle_ms, what);
-      dev_.copy_to_host(tail_, model_.grad_tail(), tail_count_);
-      return;
+    case Path::host: {
+      float* control = buffer_.data() + params_;
+      wire_.encode(mine, rank, control);
+      comm_.arrive_and_allreduce(buffer_.data(), count_, idle_ms, what);
+      return wire_.decode(control);
+    }
+    case Path::device: {
+      float* control = buffer_.data() + params_;
+      wire_.encode(mine, rank, control_host_.data());
+      dev_.copy_from_host(control, control_host_.data(), control_host_.size());
+      comm_.arrive_and_allreduce(buffer_.data(), count_, idle_ms, what);
+      dev_.copy_to_host(control_host_.data(), control, control_host_.size());
+      return wire_.decode(control_host_.data());
+    }
     case Path::staged: {
-      // The gradients come over; the tail is already in the staging buffer.
-      const size_t grads = count_ - tail_count_;
-      dev_.copy_to_host(staging_, model_.grads_with_tail(), grads);
+      // The gradients come over from the device; the control is written in place.
+      float* control = staging_ + params_;
+      dev_.copy_to_host(staging_, model_.grads().data(), params_);
+      wire_.encode(mine, rank, control);
       comm_.arrive_and_allreduce(staging_, count_, idle_ms, what);
-      dev_.copy_from_host(model_.grads_with_tail(), staging_, grads);
-      return;
+      dev_.copy_from_host(model_.grads().data(), staging_, params_);
+      return wire_.decode(control);
     }
   }
+  TANDEM_FAIL("unknown gradient sync path (a bug in tandem)");
 }
 
 }  // namespace tandem

@@ -124,9 +124,11 @@ GroupComm& SegmentRunner::group_comm(const Plan& plan) {
 SegmentResult SegmentRunner::run(const Plan& plan, int64_t t, int64_t max_iterations, double anchor, double origin,
                                  int64_t* version) {
   TANDEM_CHECK(max_iterations >= 1, "a segment of ", max_iterations, " iterations (a bug in tandem)");
+  const double start = now_ms();
   SegmentResult r = plan.sync.mode == SyncMode::local
                         ? run_local(plan, t, std::min<int64_t>(plan.sync.local_steps, max_iterations), anchor, origin)
                         : run_server(plan, t, max_iterations, anchor, origin, version);
+  r.segment_ms = r.end_ms - start;
   if (plan.sync.mode == SyncMode::local) ++*version;
   // Every rank must hold the same version now: a disagreement means an update was
   // lost or applied twice somewhere, which must never pass silently.

@@ -39,6 +39,7 @@ struct SegmentResult {
   ServerTotals server;      // rank 0: the server's totals for the segment
   int64_t skipped = 0;      // local: this rank's local steps skipped for a NaN or Inf
   double end_ms = 0.0;      // when the meeting ended (the next emulated step's anchor)
+  double segment_ms = 0.0;  // from the segment's start to the meeting's end
 };
 
 class SegmentRunner {

@@ -1,0 +1,298 @@
+#include "engine/train/boundary.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/core/error.hpp"
+#include "engine/train/evaluate.hpp"
+#include "engine/train/interrupt.hpp"
+#include "engine/train/record/run_dir.hpp"
+
+namespace tandem {
+
+Boundary::Boundary(const BoundaryParts& parts, const std::string& host, const std::string& device,
+                   const std::string& pending, const ClusterStats& cluster)
+    : p_(parts), eval_every_(parts.cfg.eval_every > 0 ? parts.cfg.eval_every : parts.per_epoch), host_(host),
+      device_(device), console_(parts.console, parts.comm, parts.emulator, parts.cfg.global_batch, parts.total),
+      reports_(static_cast<size_t>(parts.comm.size())), cluster_(cluster) {
+  if (!pending.empty()) std::memcpy(reports_.data(), pending.data(), pending.size());
+}
+
+void Boundary::open(int64_t t, const Plan& plan) {
+  if (rank0()) console_.serve(t, plan, wall_s(), p_.summary.test_accuracy);
+}
+
+void Boundary::stamp(WorkerStats& w, int64_t t) const {
+  std::snprintf(w.host, sizeof w.host, "%s", host_.c_str());
+  std::snprintf(w.device, sizeof w.device, "%s", device_.c_str());
+  w.rank = p_.comm.rank();
+  w.valid = 1;
+  w.iteration = t;
+}
+
+WorkerStats Boundary::begin_stats(int64_t t, int64_t local_batch, double start_ms) const {
+  WorkerStats w{};
+  stamp(w, t);
+  w.local_batch = local_batch;
+  w.start_ms = start_ms - p_.timeline.origin();
+  return w;
+}
+
+// ---- bsp: the decision rides with the gradients --------------------------------
+
+void Boundary::finish_and_submit(int64_t t, double* stats_ms) {
+  const double start = now_ms();
+  p_.comm.finish_reports("the stats reports");
+  *stats_ms += now_ms() - start;
+  if (p_.policy && reports_[0].valid) {
+    p_.policy->submit(t - 1, reports_, cluster_);
+    submitted_ = true;
+  }
+}
+
+void Boundary::stats_in(int64_t t, double* stats_ms) {
+  submitted_ = false;
+  reports_in_ = p_.comm.reports_ready();
+  if (reports_in_) finish_and_submit(t, stats_ms);
+}
+
+Control Boundary::decide(int64_t t, double* stats_ms) {
+  // A rank still on its way (sharing a core, say) was not waited for before the
+  // compute; now it is.
+  if (!reports_in_) finish_and_submit(t, stats_ms);
+  Control c;
+  if (!rank0()) return c;
+  decision_ = PolicyReport{};
+  if (p_.policy && submitted_) {
+    c.plan = p_.policy->collect(decision_);
+    decision_.applies_from = t + 1;
+  }
+  record(t - 1);
+  decide_common(c, t + 1);
+  return c;
+}
+
+void Boundary::global_gradient(double grad_sq) {
+  cluster_ = ClusterStats{};
+  cluster_.global_grad_sq = grad_sq;
+}
+
+void Boundary::post(const WorkerStats& mine) {
+  mine_ = mine;
+  const double start = now_ms();
+  p_.comm.post_report(&mine_, sizeof mine_, reports_.data());
+  post_ms_ = now_ms() - start;
+}
+
+// ---- both paths ------------------------------------------------------------------
+
+void Boundary::decide_common(Control& c, int64_t done) {
+  c.stop = interrupted() || (p_.cfg.stop.max_seconds && p_.progress.train_ms / 1000.0 >= *p_.cfg.stop.max_seconds);
+  console_.write(c);
+  c.checkpoint = console_.checkpoint_asked() || (p_.checkpoints.enabled() && p_.checkpoints.due(done, p_.progress.train_ms));
+}
+
+void Boundary::record(int64_t iteration, const SyncRecord* sync) {
+  if (!p_.recorder || !reports_[0].valid) return;
+  p_.recorder->iteration(iteration, p_.schedule.at(iteration), reports_, wall_s(), p_.policy ? &decision_ : nullptr, sync);
+  console_.remember(iteration, reports_, sync ? sync->mode : "", wall_s());
+}
+
+// ---- relaxed: the meeting decides --------------------------------------------------
+
+void Boundary::before_segment(int64_t t) {
+  p_.comm.finish_reports("the stats reports");
+  if (!rank0()) return;
+  decision_ = PolicyReport{};
+  record(t - 1);
+}
+
+SyncRecord Boundary::segment_record(const SegmentResult& seg, const Plan& plan) const {
+  SyncRecord rec;
+  rec.mode = plan.sync.str();
+  rec.groups = plan.sync.group;
+  rec.iterations = seg.iterations;
+  rec.updates = plan.sync.mode == SyncMode::local ? 1 : seg.server.updates;  // local: one model average
+  rec.applied = seg.server.applied;
+  rec.dropped = seg.server.dropped;
+  rec.staleness_mean = seg.server.applied ? seg.server.staleness_sum / static_cast<double>(seg.server.applied) : 0.0;
+  rec.staleness_max = seg.server.staleness_max;
+  rec.server_busy_ms = seg.server.busy_ms;
+  rec.staleness_histogram = seg.server.staleness_histogram;
+  rec.segment_ms = seg.segment_ms;
+  return rec;
+}
+
+// The policy decides on the segment's stats at once: the next segment runs its plan.
+void Boundary::policy_on_segment(const SegmentResult& seg, const Plan& plan, int64_t done, Control& c) {
+  decision_ = PolicyReport{};
+  if (!p_.policy) return;
+  ClusterStats cs;
+  cs.sync_mode = static_cast<int32_t>(plan.sync.mode);
+  cs.iterations = static_cast<double>(seg.iterations);
+  cs.updates = seg.server.updates;
+  cs.dropped = seg.server.dropped;
+  cs.server_busy_ms = seg.server.busy_ms;
+  p_.policy->submit(done - 1, reports_, cs);
+  c.plan = p_.policy->collect(decision_);
+  decision_.applies_from = done;
+}
+
+Control Boundary::exchange(StepResult& r, const Plan& plan) {
+  if (!r.segment) return std::move(r.control);
+  const SegmentResult& seg = *r.segment;
+  WorkerStats mine = seg.stats;
+  stamp(mine, r.done - 1);
+  mine.sync_mode = static_cast<int32_t>(plan.sync.mode);
+  mine.memory_mb = static_cast<double>(p_.model.device().bytes_in_use()) / (1024.0 * 1024.0);
+  post(mine);
+  p_.comm.finish_reports("the segment's stats");
+  Control c;
+  if (rank0()) {
+    const SyncRecord rec = segment_record(seg, plan);
+    policy_on_segment(seg, plan, r.done, c);
+    record(r.done - 1, &rec);
+    decide_common(c, r.done);
+  }
+  for (WorkerStats& w : reports_) w.valid = 0;  // recorded: the bsp path must not again
+  const ControlWire wire(p_.comm.size());
+  std::vector<float> floats(wire.floats());
+  wire.encode(c, p_.comm.rank(), floats.data());
+  p_.comm.broadcast(floats.data(), floats.size() * sizeof(float), "the meeting's decisions");
+  p_.timeline.restart();
+  return wire.decode(floats.data());
+}
+
+// ---- applying the decisions --------------------------------------------------------
+
+bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
+  if (c.plan) {
+    c.plan->validate(p_.comm.size(), p_.cfg.global_batch);
+    plan = std::move(*c.plan);
+  }
+  bool stop = c.stop;
+  if (console_.apply(c, done, plan, p_.timeline, wall_s(), p_.summary.test_accuracy)) stop = true;
+  if ((done % eval_every_ == 0 || done >= p_.total) && evaluate(done)) return true;
+  // (A run that stops here gets its final checkpoint in finish().)
+  if (!stop && done < p_.total) checkpoint_if_decided(done, plan, c);
+  if (!stop) return false;
+  p_.summary.stop_reason = stop_reason();
+  if (rank0() && interrupted()) spdlog::warn("interrupted: stopping after iteration {}", done);
+  return true;
+}
+
+std::string Boundary::stop_reason() const {
+  return interrupted() ? "interrupted" : console_.stopped() ? "console" : "max_seconds";
+}
+
+bool Boundary::evaluate(int64_t done) {
+  const Stopwatch clock;
+  const int rank = p_.comm.rank(), world = p_.comm.size();
+  const int64_t n = p_.test_set.size();
+  EvalSums sums = evaluate_range(p_.model, p_.test_set, p_.cfg.eval_batch, n * rank / world, n * (rank + 1) / world);
+  p_.comm.allreduce_sum(&sums.loss_sum, 3, "the evaluation sums");
+  const double accuracy = sums.correct / sums.count;
+  p_.summary.test_accuracy = accuracy;
+  p_.summary.best_test_accuracy = std::max(p_.summary.best_test_accuracy, accuracy);
+  if (p_.recorder)
+    p_.recorder->eval({done, static_cast<double>(done) / static_cast<double>(p_.per_epoch), sums.loss_sum / sums.count,
+                     accuracy, clock.elapsed_ms(), p_.progress.train_ms / 1000.0});
+  p_.timeline.restart();  // evaluations are not training time
+  if (!p_.cfg.stop.target_accuracy || accuracy < *p_.cfg.stop.target_accuracy) return false;
+  if (!p_.summary.time_to_target_s) p_.summary.time_to_target_s = p_.progress.train_ms / 1000.0;
+  p_.summary.stop_reason = "target_accuracy";
+  return true;
+}
+
+// Rank 0 writes; every rank waits for it (another rank with a fault "during
+// checkpoint" dies meanwhile). The wait's deadline allows 50 MB/s for the write on
+// top of collective_timeout_s: a big model on a slow disk is not a dead worker.
+void Boundary::checkpoint_if_decided(int64_t done, const Plan& in_force, const Control& c) {
+  if (!c.checkpoint) return;
+  console_.checkpoint_written();
+  if (rank0())
+    write_checkpoint(done, in_force);
+  else
+    p_.faults.at(done - 1, "checkpoint");
+  const double timeout = p_.comm.timeout_s();
+  p_.comm.set_timeout_s(timeout + static_cast<double>(p_.checkpoints.bytes()) / 50e6);
+  // An arrival rather than a plain barrier: past the deadline it names who is missing.
+  float arrived = 1.0f;
+  double waited_ms = 0.0;
+  p_.comm.arrive_and_allreduce(&arrived, 1, &waited_ms, "waiting for rank 0 to write a checkpoint");
+  p_.comm.set_timeout_s(timeout);
+  p_.timeline.restart();  // writing a checkpoint is not training time
+}
+
+// Rank 0: a checkpoint after `done` iterations, in_force the plan of the next one
+// (fault injection may end this rank half-way through the file).
+void Boundary::write_checkpoint(int64_t done, const Plan& in_force) {
+  CheckpointState s;
+  s.iteration = done;
+  s.world = p_.comm.size();
+  s.seed = p_.cfg.seed;
+  s.experiment = p_.cfg.name;
+  s.plan = in_force;
+  // The stats of the iteration just run, recorded during the next one: pending.
+  p_.comm.finish_reports("the stats reports, for a checkpoint");
+  if (reports_[0].valid) {
+    s.pending_stats.assign(reinterpret_cast<const char*>(reports_.data()), reports_.size() * sizeof(WorkerStats));
+    s.stats_record = sizeof(WorkerStats);
+  }
+  if (p_.policy) {
+    s.policy = p_.policy->name();
+    s.policy_state = p_.policy->saved_state();
+    s.policy_window = p_.policy->saved_window();
+    s.cluster_stats.assign(reinterpret_cast<const char*>(&cluster_), sizeof cluster_);
+  }
+  s.train_ms = p_.progress.train_ms;
+  s.samples = p_.progress.samples;
+  s.version = p_.progress.version;
+  s.test_accuracy = p_.summary.test_accuracy;
+  s.best_test_accuracy = p_.summary.best_test_accuracy;
+  s.time_to_target_s = p_.summary.time_to_target_s;
+  p_.checkpoints.write(s, [&] { p_.faults.at(done - 1, "checkpoint"); });
+}
+
+// ---- the end -----------------------------------------------------------------------
+
+RunSummary Boundary::finish(int64_t done, const Plan& plan) {
+  // The last iteration's stats, decided on by no one.
+  p_.comm.finish_reports("the final stats reports");
+  decision_ = PolicyReport{};
+  record(done - 1);
+  for (WorkerStats& w : reports_) w.valid = 0;  // recorded: nothing pending for a resumed run
+  if (rank0() && ((p_.checkpoints.enabled() && p_.cfg.checkpoint.final) || console_.checkpoint_pending()) &&
+      p_.checkpoints.last_iteration() != done)
+    write_checkpoint(done, plan);
+  RunSummary& s = p_.summary;
+  s.skipped_steps = p_.progress.skipped_steps;
+  // (>=: a relaxed-sync segment's in-flight updates may carry it a little past.)
+  if (s.stop_reason == "epochs" && p_.cfg.stop.max_iterations && done >= *p_.cfg.stop.max_iterations &&
+      done < static_cast<int64_t>(std::ceil(p_.cfg.stop.epochs * static_cast<double>(p_.per_epoch))))
+    s.stop_reason = "max_iterations";
+  s.iterations = done;
+  s.epochs = static_cast<double>(done) / static_cast<double>(p_.per_epoch);
+  s.train_s = p_.progress.train_ms / 1000.0;
+  s.samples_per_s = p_.progress.train_ms > 0 ? static_cast<double>(p_.progress.samples) / s.train_s : 0.0;
+  s.wall_s = wall_s();
+  if (!p_.recorder) return s;
+  if (p_.cfg.save_params) {
+    const std::vector<float> params = p_.model.params().to_host();
+    write_binary_file(s.run_dir + "/params.f32", params.data(), params.size() * sizeof(float));
+  }
+  p_.recorder->finish(s, p_.cfg);
+  console_.finished(fmt::format("run finished ({}) after {} iterations, test accuracy {:.4f}", s.stop_reason,
+                                s.iterations, s.test_accuracy));
+  spdlog::info("done ({}): {} iterations, test accuracy {:.4f}, {:.0f} samples/s, {:.1f} s{}", s.stop_reason,
+               s.iterations, s.test_accuracy, s.samples_per_s, s.wall_s,
+               s.time_to_target_s ? fmt::format(", target reached after {:.1f} s of training", *s.time_to_target_s)
+                                  : std::string());
+  return s;
+}
+
+}  // namespace tandem

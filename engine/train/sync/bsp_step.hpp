@@ -1,0 +1,80 @@
+#pragma once
+// One bsp iteration of one worker, as data flows (DESIGN.md):
+//   this rank's slice of the global batch -> forward + backward (SUM loss)
+//   -> emulated stretch -> arrival and gradient all-reduce (SUM), rank 0's
+//   decisions riding along -> optimizer step dividing by the global batch.
+// While the device (or the emulated one) computes, rank 0 does the boundary's
+// bookkeeping off the collectives' path: the policy gets the stats of t-1 and
+// decides, and t-1 is recorded (boundary.hpp).
+//
+// A NaN or Inf on any rank: every rank sees the same flags in the Control and skips
+// the update; max_nonfinite_steps in a row end the run. Batch norm's running
+// statistics move in the forward pass, so a skipped step puts them back.
+#include <cstdint>
+#include <vector>
+
+#include "engine/dist/comm.hpp"
+#include "engine/nn/lr_schedule.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/train/batch_loader.hpp"
+#include "engine/train/boundary.hpp"
+#include "engine/train/config.hpp"
+#include "engine/train/emulation/emulator.hpp"
+#include "engine/train/emulation/faults.hpp"
+#include "engine/train/nonfinite.hpp"
+#include "engine/train/progress.hpp"
+#include "engine/train/step.hpp"
+#include "engine/train/sync/gradient_sync.hpp"
+
+namespace tandem {
+
+// What a bsp step works with; the trainer owns all of it.
+struct BspParts {
+  const ExperimentConfig& cfg;
+  Comm& comm;
+  Model& model;
+  TrainStep& step;
+  BatchLoader& loader;
+  GradientSync& gradients;
+  BatchReducer* reducer;  // batch norm's statistics over all ranks (null: one rank)
+  const Emulator& emulator;
+  const DeviceProfile& machine;  // this machine's calibration, for the emulation
+  const LrSchedule& schedule;
+  const FaultInjector& faults;
+  Progress& progress;
+  Timeline& timeline;
+  int64_t total;  // iterations of the run
+};
+
+class BspStep {
+public:
+  // plans_known: the next iteration's plan is known at the end of this one (false
+  // only for the per-iteration random plan), so its batch can be prefetched.
+  BspStep(const BspParts& parts, bool plans_known);
+  // Iteration t under `plan`; returns the Control every rank received.
+  StepResult run(const Plan& plan, int64_t t, Boundary& boundary);
+  // Steps whose real compute outlasted their emulated time (oversubscribed cores).
+  int64_t overruns() const { return overruns_; }
+
+private:
+  // Forward + backward of this rank's slice into `now`; false when the loss or the
+  // gradient is not finite.
+  bool compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& now);
+  // Sleeps until the emulated device would be done; sets now.compute_ms.
+  void emulate(int64_t t, WorkerStats& now);
+  // The arrival and the all-reduce, with `out` riding along.
+  Control synchronize(const Control& out, WorkerStats& now);
+  // The update, or the skip of a step some rank found not finite.
+  bool update(const Control& in, int64_t t, Boundary& boundary);
+
+  BspParts p_;
+  int rank_, world_;
+  bool plans_known_, has_layer_state_;
+  std::vector<double> layer_state_before_;
+  double link_delay_ms_ = 0.0;  // the slowest emulated link holds every rank
+  NonfiniteStreak nonfinite_;
+  bool warned_clamp_ = false;
+  int64_t overruns_ = 0;
+};
+
+}  // namespace tandem

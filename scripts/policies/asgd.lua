@@ -22,7 +22,8 @@
 --   sync_every = 10     global batches' worth of server updates between the points
 --                       where all workers meet (and this policy is asked again)
 --
--- save()/restore(): the pending plan's bookkeeping.
+-- State: the sent plan's bookkeeping (tandem.sync_plan's sender), the one table
+-- save() returns as it is and restore() takes back whole (from this policy only).
 local util = require 'tandem.policy_util'
 local sync_plan = require 'tandem.sync_plan'
 
@@ -30,7 +31,8 @@ local WHO = 'asgd'
 local WAIT = 4 -- observations a returned plan gets to show up before it is re-sent
 
 local policy = {}
-local C, batches, staleness, sync_every, sent
+local C, batches, staleness, sync_every -- init() sets them, nothing changes them
+local state                             -- the sender: { policy, calls, sent_at }
 
 local function int_param(p, key, default, min, max) return util.int_param(p, key, default, min, max, WHO) end
 
@@ -46,7 +48,7 @@ function policy.init(cluster)
   if not batches then
     error(('%s: every worker needs at least one sample in its own group: %s'):format(WHO, why), 2)
   end
-  sent = sync_plan.sender()
+  state = sync_plan.sender(WHO)
 end
 
 -- Whether the stats show this policy's plan in force. An engine that reports no
@@ -67,7 +69,7 @@ local function in_force(stats)
 end
 
 function policy.step(stats)
-  local resent = sync_plan.due(sent, in_force(stats), WAIT)
+  local resent = sync_plan.due(state, in_force(stats), WAIT)
   if resent == nil then return nil end
   local groups, plan = {}, {}
   for i = 1, C.workers do groups[i], plan[i] = i, batches[i] end
@@ -79,10 +81,10 @@ function policy.step(stats)
   }
 end
 
-function policy.save() return { policy = WHO, calls = sent.calls, sent_at = sent.sent_at } end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) == 'table' and state.policy == WHO then sent.calls, sent.sent_at = state.calls or 0, state.sent_at end
+function policy.restore(saved)
+  if sync_plan.is_sender(saved, WHO) then state = saved end
 end
 
 return policy

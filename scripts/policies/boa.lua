@@ -39,17 +39,30 @@
 --   allow_drop = false  let the solve give a worker 0 samples (when min_batch is 0)
 --   solver              tandem.minmax method (default: its own choice)
 --
--- save()/restore(): models, plan tracker and counters (from another policy: its
--- tracker, and its models when it saved compatible ones, as lbb does).
+-- State: everything step() learns lives in one table, `state`, which save() returns
+-- as it is and restore() takes back whole (from another policy: its tracker, and
+-- its models when it saved one per worker, as lbb does). Its models and tracker are
+-- plain data (their methods live in their modules), so the copy restore() gets
+-- needs only them given their methods back.
 local util = require 'tandem.policy_util'
-local perf_model = require 'tandem.perf_model'
 local minmax = require 'tandem.minmax'
 local stragglers = require 'tandem.stragglers'
 
 local WHO = 'boa'
 local policy = {}
-local C, cfg, models, tracker, last_seen, lo
-local stale, stale_ms, prev_batch, refits, resolve, basis
+local C, cfg, lo -- the cluster, the parameters, the solve's minima: fixed by init()
+-- state = {
+--   policy = 'boa',
+--   models               per worker: its time model (tandem.perf_model)
+--   tracker              the plan tracker (tandem.policy_util)
+--   last_seen            the newest iteration observed
+--   stale, stale_ms, prev_batch   per worker: mispredictions in a row at an unchanged
+--                        batch, their summed ms, the batch last seen (policy_util.observe_model)
+--   basis                per worker: its predicted time at the last solve (false: dropped)
+--   resolve              the models changed materially since the last solve
+--   refits               ranks (1-based) refit since the last solve, for the reason
+-- }
+local state
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)
@@ -64,22 +77,19 @@ function policy.init(cluster)
                  drop = util.param(p, 'drop', 0.2, 0, 1, WHO), recent = util.param(p, 'recent', 3, 1, nil, WHO) },
     solver = util.solver(p, WHO),
   }
-  models = util.time_models(C, cfg.window, WHO)
-  stale, stale_ms, prev_batch = {}, {}, {}
-  for i = 1, C.workers do stale[i], stale_ms[i], prev_batch[i] = 0, 0, 0 end
   lo = util.solve_minima(C, WHO)
-  tracker = util.tracker()
-  last_seen, refits, resolve, basis = nil, {}, true, {}
+  state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), tracker = util.tracker(), stale = {},
+            stale_ms = {}, prev_batch = {}, basis = {}, resolve = true, refits = {} }
+  for i = 1, C.workers do state.stale[i], state.stale_ms[i], state.prev_batch[i] = 0, 0, 0 end
 end
 
 -- Feeds one history entry to the models, counting mispredictions at unchanged
 -- batches (a misprediction at a new batch is the slope being learnt, not a change
 -- of speed) and summing their times.
 local function observe(entry)
-  local watch = { stale = stale, stale_ms = stale_ms, prev_batch = prev_batch }
   for i = 1, C.workers do
     local w = entry.workers[i]
-    util.observe_model(models[i], watch, i, w.local_batch, w.compute_ms, cfg.model_change)
+    util.observe_model(state.models[i], state, i, w.local_batch, w.compute_ms, cfg.model_change)
   end
 end
 
@@ -94,15 +104,15 @@ end
 local function refit_stale(stats)
   local any = false
   for i = 1, C.workers do
-    if stale[i] > 0 then any = true break end
+    if state.stale[i] > 0 then any = true break end
   end
   if not any then return {} end
   local labels = stragglers.classify(stats.history or { stats }, cfg.classify)
   local done = {}
   for i = 1, C.workers do
-    if stale[i] >= cfg.confirm or (stale[i] > 0 and labels[i] == 'dynamic') then
-      models[i]:refit_latest(stats.workers[i].local_batch, stale_ms[i] / stale[i])
-      stale[i], stale_ms[i] = 0, 0
+    if state.stale[i] >= cfg.confirm or (state.stale[i] > 0 and labels[i] == 'dynamic') then
+      state.models[i]:refit_latest(stats.workers[i].local_batch, state.stale_ms[i] / state.stale[i])
+      state.stale[i], state.stale_ms[i] = 0, 0
       done[#done + 1] = i
     end
   end
@@ -113,41 +123,42 @@ end
 -- since the last solve (basis[i]: that prediction, false for a dropped worker).
 local function drifted(current)
   for i = 1, C.workers do
-    local b0 = basis[i]
+    local b0 = state.basis[i]
     if current[i] > 0 and b0 then
-      if math.abs(models[i]:predict(current[i]) - b0) > cfg.min_gain * b0 then return true end
+      if math.abs(state.models[i]:predict(current[i]) - b0) > cfg.min_gain * b0 then return true end
     end
   end
   return false
 end
 
 function policy.step(stats)
-  last_seen = util.each_new(stats, last_seen, observe)
+  state.last_seen = util.each_new(stats, state.last_seen, observe)
   local current = util.batches(stats.workers)
-  if tracker:update(current, stats.iteration) then resolve = true end
+  if state.tracker:update(current, stats.iteration) then state.resolve = true end
   for _, i in ipairs(refit_stale(stats)) do
-    refits[#refits + 1] = i
-    resolve = true
+    state.refits[#state.refits + 1] = i
+    state.resolve = true
   end
-  if not tracker:settled(cfg.settle) then return nil end
+  if not state.tracker:settled(cfg.settle) then return nil end
   for i = 1, C.workers do
-    if not models[i]:ready() then return nil end -- a worker that has never run: nothing to model yet
+    if not state.models[i]:ready() then return nil end -- a worker that has never run: nothing to model yet
   end
-  if not (resolve or drifted(current)) then return nil end
-  resolve = false
-  local plan, predicted = minmax.solve(models, C.global_batch, lo, C.max_batch, { method = cfg.solver })
+  if not (state.resolve or drifted(current)) then return nil end
+  state.resolve = false
+  local plan, predicted = minmax.solve(state.models, C.global_batch, lo, C.max_batch, { method = cfg.solver })
   if not plan then error('boa: ' .. predicted, 2) end
-  for i = 1, C.workers do basis[i] = current[i] > 0 and models[i]:predict(current[i]) end
+  for i = 1, C.workers do state.basis[i] = current[i] > 0 and state.models[i]:predict(current[i]) end
+  local refits = state.refits
   local why = #refits > 0 and ('models of ranks %s refit to a new speed'):format(ranks(refits)) or 'models updated'
-  refits = {}
-  local before = minmax.max_time(models, current)
+  state.refits = {}
+  local before = minmax.max_time(state.models, current)
   if predicted > (1 - cfg.min_gain) * before or util.same(plan, current) then return nil end
   local labels = stragglers.classify(stats.history or { stats }, cfg.classify)
   local static = {}
   for i = 1, C.workers do
     if labels[i] == 'static' then static[#static + 1] = i end
   end
-  tracker:issue(plan, stats.iteration)
+  state.tracker:issue(plan, stats.iteration)
   return {
     local_batch = plan,
     reason = ('%s; static stragglers: %s; predicted max compute %.1f ms (plan in force %.1f ms)')
@@ -155,27 +166,8 @@ function policy.step(stats)
   }
 end
 
-function policy.save()
-  local saved = {}
-  for i = 1, C.workers do saved[i] = models[i]:save() end
-  return { policy = WHO, models = saved, tracker = tracker:save(), last_seen = last_seen, stale = stale,
-           stale_ms = stale_ms, prev_batch = prev_batch, basis = basis, resolve = resolve, refits = refits }
-end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) ~= 'table' then return end
-  if state.tracker then tracker = util.load_tracker(state.tracker) end
-  if type(state.models) == 'table' and #state.models == C.workers then
-    for i = 1, C.workers do models[i] = perf_model.load(state.models[i]) end
-    last_seen = state.last_seen
-  end
-  if state.policy == WHO then
-    for i = 1, C.workers do
-      stale[i], stale_ms[i] = state.stale[i], state.stale_ms[i]
-      prev_batch[i], basis[i] = state.prev_batch[i], state.basis[i]
-    end
-    resolve, refits = state.resolve, state.refits
-  end
-end
+function policy.restore(saved) state = util.restore_models(state, saved, WHO, C.workers) end
 
 return policy

@@ -4,30 +4,33 @@
 --
 -- Parameters: none.
 --
--- save()/restore(): whether the split was handed out, so a swap back to equal
--- mid-run re-issues it only if it never did.
+-- State: whether the split was handed out, so a swap back to equal mid-run
+-- re-issues it only if it never did. It lives in one table, `state`, which save()
+-- returns as it is and restore() takes back whole (from equal only).
 local util = require 'tandem.policy_util'
 
+local WHO = 'equal'
 local policy = {}
-local plan, done
+local plan  -- the equal split: init() computes it, nothing changes it
+local state -- { policy, done }
 
 function policy.init(cluster)
-  local c = util.read_cluster(cluster, 'equal')
+  local c = util.read_cluster(cluster, WHO)
   plan = util.equal_split(c.global_batch, c.min_batch, c.max_batch)
-  done = false
+  state = { policy = WHO, done = false }
 end
 
 function policy.step(stats)
-  if done then return nil end
-  done = true
+  if state.done then return nil end
+  state.done = true
   if util.same(util.batches(stats.workers), plan) then return nil end
   return { local_batch = plan, reason = 'equal split of the global batch' }
 end
 
-function policy.save() return { policy = 'equal', done = done } end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) == 'table' and state.policy == 'equal' then done = state.done == true end
+function policy.restore(saved)
+  if type(saved) == 'table' and saved.policy == WHO and type(saved.done) == 'boolean' then state = saved end
 end
 
 return policy

@@ -56,11 +56,13 @@
 --   allow_drop = false     let the solve give a worker 0 samples (when min_batch is 0)
 --   solver                 tandem.minmax method (default: its own choice)
 --
--- save()/restore(): speeds, models, the grouping in force and the one being
--- confirmed, the plan tracker.
+-- State: everything step() learns lives in one table, `state`, which save() returns
+-- as it is and restore() takes back whole (from another policy: its models, when it
+-- saved one per worker, as lbb and boa do). Its models, speeds and the plan tracker
+-- are plain data (their methods live in their modules), so the copy restore() gets
+-- needs only its models and speeds given their methods back.
 local util = require 'tandem.policy_util'
 local sync_plan = require 'tandem.sync_plan'
-local perf_model = require 'tandem.perf_model'
 local minmax = require 'tandem.minmax'
 local predictor = require 'tandem.predictor'
 
@@ -68,13 +70,20 @@ local WHO = 'grouped'
 local WAIT = 4 -- observations a returned plan gets to show up before it is given up
 
 local policy = {}
-local C, cfg, lo, speeds, models, stale, stale_ms, prev_batch, last_seen
-local adopted     -- group of each worker (1 = fastest), nil before the first grouping
-local basis       -- speeds when `adopted` was adopted
-local candidate   -- the different grouping seen in a row, and how many times
-local seen_count
-local why_regroup -- reason of an adoption not yet turned into a plan
-local track       -- the plan tracker: current, run, pending, waited
+local C, cfg, lo -- the cluster, the parameters, the solve's minima: fixed by init()
+-- state = {
+--   policy = 'grouped',
+--   speeds, models       per worker: EWMA of samples/ms, time model (tandem.perf_model)
+--   stale, stale_ms, prev_batch   per worker: mispredictions in a row at an unchanged
+--                        batch, their summed ms, the batch last seen (policy_util.observe_model)
+--   last_seen            the newest iteration observed
+--   adopted              group of each worker (1 = fastest), nil before the first grouping
+--   basis                speeds when `adopted` was adopted
+--   candidate, seen_count   the different grouping seen in a row, and how many times
+--   why_regroup          reason of an adoption not yet turned into a plan
+--   track                the plan tracker: current, run, pending, waited
+-- }
+local state
 
 local function int_param(p, key, default, min, max) return util.int_param(p, key, default, min, max, WHO) end
 
@@ -96,15 +105,13 @@ function policy.init(cluster)
     window = int_param(p, 'window', 20, 1),
     solver = util.solver(p, WHO),
   }
-  models = util.time_models(C, cfg.window, WHO)
   lo = util.solve_minima(C, WHO)
-  speeds, stale, stale_ms, prev_batch = {}, {}, {}, {}
+  state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), speeds = {}, stale = {}, stale_ms = {},
+            prev_batch = {}, seen_count = 0, track = { run = 0, waited = 0 } }
   for i = 1, C.workers do
-    speeds[i] = predictor.ewma { alpha = cfg.alpha }
-    stale[i], stale_ms[i], prev_batch[i] = 0, 0, 0
+    state.speeds[i] = predictor.ewma { alpha = cfg.alpha }
+    state.stale[i], state.stale_ms[i], state.prev_batch[i] = 0, 0, 0
   end
-  last_seen, adopted, basis, candidate, seen_count, why_regroup = nil, nil, nil, nil, 0, nil
-  track = { run = 0, waited = 0 }
 end
 
 ---------------------------------------------------------------------------------
@@ -114,18 +121,17 @@ end
 local canonical, signature, stats_groups = sync_plan.canonical, sync_plan.signature, sync_plan.stats_groups
 local stats_signature = sync_plan.stats_signature
 -- 'applied' when the pending plan shows up, 'given_up' when it waited too long.
-local function track_update(sig) return sync_plan.track_update(track, sig, WAIT) end
+local function track_update(sig) return sync_plan.track_update(state.track, sig, WAIT) end
 
 ---------------------------------------------------------------------------------
 -- Observations: speeds and models.
 
 local function observe(entry)
-  local watch = { stale = stale, stale_ms = stale_ms, prev_batch = prev_batch }
   for i = 1, C.workers do
     local w = entry.workers[i]
     local b, ms = w.local_batch or 0, w.compute_ms or 0
-    if b > 0 and ms > 0 then speeds[i]:observe(b / ms) end
-    util.observe_model(models[i], watch, i, b, ms, cfg.model_change)
+    if b > 0 and ms > 0 then state.speeds[i]:observe(b / ms) end
+    util.observe_model(state.models[i], state, i, b, ms, cfg.model_change)
   end
 end
 
@@ -133,9 +139,9 @@ end
 local function refit_stale()
   local any = false
   for i = 1, C.workers do
-    if stale[i] >= cfg.confirm then
-      models[i]:refit_latest(prev_batch[i], stale_ms[i] / stale[i])
-      stale[i], stale_ms[i] = 0, 0
+    if state.stale[i] >= cfg.confirm then
+      state.models[i]:refit_latest(state.prev_batch[i], state.stale_ms[i] / state.stale[i])
+      state.stale[i], state.stale_ms[i] = 0, 0
       any = true
     end
   end
@@ -147,7 +153,7 @@ end
 local function current_speeds()
   local s, sum, known = {}, 0, 0
   for i = 1, C.workers do
-    s[i] = speeds[i]:predict()
+    s[i] = state.speeds[i]:predict()
     if s[i] then sum, known = sum + s[i], known + 1 end
   end
   if known == 0 then return nil end
@@ -218,11 +224,11 @@ end
 
 -- The worker whose speed changed most since `basis`, as words.
 local function biggest_change(s)
-  if not basis then return 'first grouping from measured speeds' end
+  if not state.basis then return 'first grouping from measured speeds' end
   local who, ratio, dev = nil, 1, 0
   for i = 1, C.workers do
-    if basis[i] and basis[i] > 0 and s[i] > 0 then
-      local r = s[i] / basis[i]
+    if state.basis[i] and state.basis[i] > 0 and s[i] > 0 then
+      local r = s[i] / state.basis[i]
       local d = math.abs(math.log(r))
       if d > dev then who, ratio, dev = i, r, d end
     end
@@ -237,27 +243,28 @@ end
 local function regroup(s, maxg)
   local order = by_speed(s)
   local cand = partition(s, order, cfg.threshold, maxg)
-  if adopted then
-    local unchanged = same_grouping(cand, adopted)
+  if state.adopted then
+    local unchanged = same_grouping(cand, state.adopted)
     if not unchanged and cfg.margin > 0 then
-      unchanged = same_grouping(partition(s, order, math.max(0, cfg.threshold - cfg.margin), maxg), adopted)
-                  or same_grouping(partition(s, order, math.min(0.99, cfg.threshold + cfg.margin), maxg), adopted)
+      unchanged = same_grouping(partition(s, order, math.max(0, cfg.threshold - cfg.margin), maxg), state.adopted)
+                  or same_grouping(partition(s, order, math.min(0.99, cfg.threshold + cfg.margin), maxg), state.adopted)
     end
     if unchanged then
-      candidate, seen_count = nil, 0
+      state.candidate, state.seen_count = nil, 0
       return
     end
   end
-  if candidate and same_grouping(cand, candidate) then
-    seen_count = seen_count + 1
+  if state.candidate and same_grouping(cand, state.candidate) then
+    state.seen_count = state.seen_count + 1
   else
-    candidate, seen_count = cand, 1
+    state.candidate, state.seen_count = cand, 1
   end
-  if seen_count >= cfg.settle then
-    why_regroup = adopted and ('regrouped because ' .. biggest_change(s)) or 'first grouping from measured speeds'
-    adopted, candidate, seen_count = cand, nil, 0
-    basis = {}
-    for i = 1, C.workers do basis[i] = s[i] end
+  if state.seen_count >= cfg.settle then
+    state.why_regroup = state.adopted and ('regrouped because ' .. biggest_change(s))
+                        or 'first grouping from measured speeds'
+    state.adopted, state.candidate, state.seen_count = cand, nil, 0
+    state.basis = {}
+    for i = 1, C.workers do state.basis[i] = s[i] end
   end
 end
 
@@ -301,7 +308,7 @@ local function build(assign, s)
   local plan, times = {}, {}
   for g = 1, G do
     local ms, glo, ghi = {}, {}, {}
-    for k, i in ipairs(members[g]) do ms[k], glo[k], ghi[k] = models[i], lo[i], C.max_batch[i] end
+    for k, i in ipairs(members[g]) do ms[k], glo[k], ghi[k] = state.models[i], lo[i], C.max_batch[i] end
     local sub, t = minmax.solve(ms, share[g], glo, ghi, { method = cfg.solver })
     if not sub then error(WHO .. ': ' .. t, 3) end
     for k, i in ipairs(members[g]) do plan[i] = sub[k] end
@@ -315,48 +322,48 @@ end
 local function seed_models(s)
   local b = math.max(1, math.floor(C.global_batch / C.workers))
   for i = 1, C.workers do
-    if not models[i]:ready() then models[i]:observe(b, b / s[i]) end
+    if not state.models[i]:ready() then state.models[i]:observe(b, b / s[i]) end
   end
 end
 
 function policy.step(stats)
   local modes = stats.mode ~= nil
-  last_seen = util.each_new(stats, last_seen, observe)
+  state.last_seen = util.each_new(stats, state.last_seen, observe)
   local current = util.batches(stats.workers)
   track_update(stats_signature(stats))
   refit_stale()
   local s = current_speeds()
   if not s then return nil end
   regroup(s, modes and cfg.max_groups or 1)
-  if not adopted or track.pending then return nil end
+  if not state.adopted or state.track.pending then return nil end
   seed_models(s)
-  local plan, members, times = build(adopted, s)
+  local plan, members, times = build(state.adopted, s)
   local G = #members
   local mode = G > 1 and 'grouped' or 'bsp'
-  local sig = signature(mode, adopted, plan)
-  if sig == track.current then
-    why_regroup = nil
+  local sig = signature(mode, state.adopted, plan)
+  if sig == state.track.current then
+    state.why_regroup = nil
     return nil
   end
   local in_force_mode = stats.mode or 'bsp'
   local grouping_differs = in_force_mode ~= mode
-                           or (mode == 'grouped' and not same_grouping(stats_groups(stats.workers), adopted))
-  local before = minmax.max_time(models, current)
+                           or (mode == 'grouped' and not same_grouping(stats_groups(stats.workers), state.adopted))
+  local before = minmax.max_time(state.models, current)
   local after = 0
   for g = 1, G do after = math.max(after, times[g]) end
   local why
   if grouping_differs then
-    why = why_regroup or 'the grouping in force differs'
+    why = state.why_regroup or 'the grouping in force differs'
   else
     -- An adoption that leaves the grouping in force as it is (the first grouping of
     -- a bsp cluster into one group) is no reason for a plan by itself.
-    why_regroup = nil
-    if track.run < cfg.confirm then return nil end
+    state.why_regroup = nil
+    if state.track.run < cfg.confirm then return nil end
     if after > (1 - cfg.min_gain) * before then return nil end
     why = 'rebalanced'
   end
-  why_regroup = nil
-  track.pending, track.waited = sig, 0
+  state.why_regroup = nil
+  state.track.pending, state.track.waited = sig, 0
   local answer = { local_batch = plan, mode = mode }
   if G == 1 then
     local slow, fast = math.huge, 0
@@ -374,7 +381,7 @@ function policy.step(stats)
                :format(ranks(members[g]), 1000 * sum / #members[g], batch, times[g])
   end
   answer.groups = {}
-  for i = 1, C.workers do answer.groups[i] = adopted[i] end
+  for i = 1, C.workers do answer.groups[i] = state.adopted[i] end
   answer.staleness = cfg.staleness
   answer.sync_every = cfg.sync_every
   answer.reason = ('%d groups: %s; %s; staleness %d, meeting every %d global batches')
@@ -382,32 +389,14 @@ function policy.step(stats)
   return answer
 end
 
-function policy.save()
-  local saved_speeds, saved_models = {}, {}
-  for i = 1, C.workers do saved_speeds[i], saved_models[i] = speeds[i]:save(), models[i]:save() end
-  return { policy = WHO, speeds = saved_speeds, models = saved_models, stale = stale, stale_ms = stale_ms,
-           prev_batch = prev_batch, last_seen = last_seen, adopted = adopted, basis = basis, candidate = candidate,
-           seen_count = seen_count, why_regroup = why_regroup, track = track }
-end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) ~= 'table' or state.policy ~= WHO then
-    -- From another policy: its models when it saved compatible ones (lbb, boa).
-    if type(state) == 'table' and type(state.models) == 'table' and #state.models == C.workers then
-      for i = 1, C.workers do models[i] = perf_model.load(state.models[i]) end
-      last_seen = state.last_seen
-    end
-    return
+function policy.restore(saved)
+  local whole
+  state, whole = util.restore_models(state, saved, WHO, C.workers)
+  if whole then
+    for i = 1, C.workers do state.speeds[i] = predictor.load(state.speeds[i]) end
   end
-  for i = 1, C.workers do
-    speeds[i] = predictor.load(state.speeds[i])
-    models[i] = perf_model.load(state.models[i])
-    stale[i], stale_ms[i], prev_batch[i] = state.stale[i], state.stale_ms[i], state.prev_batch[i]
-  end
-  last_seen, adopted, basis, candidate = state.last_seen, state.adopted, state.basis, state.candidate
-  seen_count, why_regroup = state.seen_count or 0, state.why_regroup
-  track = { current = state.track.current, run = state.track.run or 0, pending = state.track.pending,
-            waited = state.track.waited or 0 }
 end
 
 return policy

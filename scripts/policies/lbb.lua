@@ -53,19 +53,28 @@
 --                         per device name ({ ['GTX 1070'] = {{b, ms}, ...} })
 --   solver                tandem.minmax method (default: its own choice)
 --
--- save()/restore(): models, plan tracker and the settle window (from another
--- policy: its tracker, and its models when compatible, as boa's are).
+-- State: everything step() learns lives in one table, `state`, which save() returns
+-- as it is and restore() takes back whole (from another policy: its tracker, and
+-- its models when it saved one per worker, as boa does). Its models and tracker are
+-- plain data (their methods live in their modules), so the copy restore() gets
+-- needs only them given their methods back.
 local util = require 'tandem.policy_util'
-local perf_model = require 'tandem.perf_model'
 local minmax = require 'tandem.minmax'
 local stragglers = require 'tandem.stragglers'
 
 local WHO = 'lbb'
 local policy = {}
-local C, cfg, models, tracker, last_seen, lo
-local solved       -- whether the initial solve has been made
-local settle_until -- last iteration of the fine-tune-only window (nil: none)
-local rapid_plan   -- the rapid-tune plan whose settle window starts when it applies
+local C, cfg, lo -- the cluster, the parameters, the solve's minima: fixed by init()
+-- state = {
+--   policy = 'lbb',
+--   models         per worker: its time model (tandem.perf_model)
+--   tracker        the plan tracker (tandem.policy_util)
+--   last_seen      the newest iteration observed
+--   solved         whether the initial solve has been made
+--   settle_until   last iteration of the fine-tune-only window (nil: none)
+--   rapid_plan     the rapid-tune plan whose settle window starts when it applies
+-- }
+local state
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)
@@ -82,24 +91,22 @@ function policy.init(cluster)
   if cfg.rt < cfg.ft then
     error(('lbb: params.rt (%g) must not be below params.ft (%g)'):format(cfg.rt, cfg.ft), 2)
   end
-  models = util.time_models(C, cfg.window, WHO)
   lo = util.solve_minima(C, WHO)
-  tracker = util.tracker()
-  last_seen, solved, settle_until, rapid_plan = nil, false, nil, nil
+  state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), tracker = util.tracker(), solved = false }
 end
 
 local function observe(entry)
   local workers = entry.workers
   for i = 1, C.workers do
     local w = workers[i]
-    if w.local_batch > 0 and w.compute_ms > 0 then models[i]:observe(w.local_batch, w.compute_ms) end
+    if w.local_batch > 0 and w.compute_ms > 0 then state.models[i]:observe(w.local_batch, w.compute_ms) end
   end
 end
 
 local function solve(current)
-  local plan, predicted = minmax.solve(models, C.global_batch, lo, C.max_batch, { method = cfg.solver })
+  local plan, predicted = minmax.solve(state.models, C.global_batch, lo, C.max_batch, { method = cfg.solver })
   if not plan then error('lbb: ' .. predicted, 3) end
-  return plan, predicted, minmax.max_time(models, current)
+  return plan, predicted, minmax.max_time(state.models, current)
 end
 
 -- Samples to move from worker s to worker f (1-based), within their bounds; 0 when
@@ -112,8 +119,8 @@ local function fine_tune_amount(workers, s, f)
   if cfg.move then return math.min(cfg.move, room) end
   -- Both ran (SE only looks at workers with a batch), so bs, bf >= 1.
   local ts, tf = workers[s].compute_ms, workers[f].compute_ms
-  local slope_s = models[s]:predict(bs) - models[s]:predict(bs - 1)
-  local slope_f = models[f]:predict(bf + 1) - models[f]:predict(bf)
+  local slope_s = state.models[s]:predict(bs) - state.models[s]:predict(bs - 1)
+  local slope_f = state.models[f]:predict(bf + 1) - state.models[f]:predict(bf)
   local even = math.floor((ts - tf) / (slope_s + slope_f))
   local best_k, best = 0, ts
   for k = math.max(1, even), even + 1 do
@@ -124,7 +131,7 @@ local function fine_tune_amount(workers, s, f)
 end
 
 local function issue(plan, stats, reason)
-  tracker:issue(plan, stats.iteration)
+  state.tracker:issue(plan, stats.iteration)
   return { local_batch = plan, reason = reason }
 end
 
@@ -149,18 +156,19 @@ local function recent(stats, n)
 end
 
 function policy.step(stats)
-  last_seen = util.each_new(stats, last_seen, observe)
+  state.last_seen = util.each_new(stats, state.last_seen, observe)
   local current = util.batches(stats.workers)
-  if tracker:update(current, stats.iteration) == 'applied' and rapid_plan and util.same(current, rapid_plan) then
-    settle_until = stats.iteration + cfg.settle
-    rapid_plan = nil
+  local rapid_plan = state.rapid_plan
+  if state.tracker:update(current, stats.iteration) == 'applied' and rapid_plan and util.same(current, rapid_plan) then
+    state.settle_until = stats.iteration + cfg.settle
+    state.rapid_plan = nil
   end
-  if not tracker:settled(cfg.confirm) then return nil end
-  if not solved then
+  if not state.tracker:settled(cfg.confirm) then return nil end
+  if not state.solved then
     for i = 1, C.workers do
-      if not models[i]:ready() then return nil end -- a worker that has never run: nothing to model yet
+      if not state.models[i]:ready() then return nil end -- a worker that has never run: nothing to model yet
     end
-    solved = true
+    state.solved = true
     local plan, predicted, before = solve(current)
     if util.same(plan, current) then return nil end
     return issue(plan, stats, ('initial solve: predicted max compute %.1f ms (plan in force %.1f ms)')
@@ -170,15 +178,15 @@ function policy.step(stats)
   if min_se < cfg.ft then return nil end
   local se, slow, fast = stragglers.extent(mean)
   if not slow then return nil end
-  local settling = settle_until and stats.iteration <= settle_until
+  local settling = state.settle_until and stats.iteration <= state.settle_until
   if min_se >= cfg.rt and not settling then
     for i = 1, C.workers do
       local w = mean[i]
-      if w.local_batch > 0 and w.compute_ms > 0 then models[i]:refit_latest(w.local_batch, w.compute_ms) end
+      if w.local_batch > 0 and w.compute_ms > 0 then state.models[i]:refit_latest(w.local_batch, w.compute_ms) end
     end
     local plan, predicted, before = solve(current)
     if util.same(plan, current) then return nil end
-    rapid_plan = plan
+    state.rapid_plan = plan
     return issue(plan, stats, ('rapid-tune: SE %.2f >= %.2f (slowest rank %d); models refit from the latest '
                                .. 'observations; predicted max compute %.1f ms (now %.1f ms)')
                                 :format(se, cfg.rt, slow - 1, predicted, before))
@@ -193,24 +201,13 @@ function policy.step(stats)
                                       settling and ' (settling after a rapid-tune)' or ''))
 end
 
-function policy.save()
-  local saved = {}
-  for i = 1, C.workers do saved[i] = models[i]:save() end
-  return { policy = WHO, models = saved, tracker = tracker:save(), last_seen = last_seen, solved = solved,
-           settle_until = settle_until, rapid_plan = rapid_plan }
-end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) ~= 'table' then return end
-  if state.tracker then tracker = util.load_tracker(state.tracker) end
-  if type(state.models) == 'table' and #state.models == C.workers then
-    for i = 1, C.workers do models[i] = perf_model.load(state.models[i]) end
-    last_seen = state.last_seen
-    solved = true -- the models come with their history: no initial solve needed
-  end
-  if state.policy == WHO then
-    solved, settle_until, rapid_plan = state.solved, state.settle_until, state.rapid_plan
-  end
+function policy.restore(saved)
+  local whole, took_models
+  state, whole, took_models = util.restore_models(state, saved, WHO, C.workers)
+  -- Models from another policy come with their history: no initial solve needed.
+  if took_models and not whole then state.solved = true end
 end
 
 return policy

@@ -17,7 +17,8 @@
 -- Parameters (cluster.params), with defaults:
 --   local_steps = 4     H, iterations between model averages
 --
--- save()/restore(): the pending plan's bookkeeping.
+-- State: the sent plan's bookkeeping (tandem.sync_plan's sender), the one table
+-- save() returns as it is and restore() takes back whole (from this policy only).
 local util = require 'tandem.policy_util'
 local sync_plan = require 'tandem.sync_plan'
 
@@ -25,13 +26,14 @@ local WHO = 'local_sgd'
 local WAIT = 4 -- observations a returned plan gets to show up before it is re-sent
 
 local policy = {}
-local C, batches, local_steps, sent
+local C, batches, local_steps -- init() sets them, nothing changes them
+local state                   -- the sender: { policy, calls, sent_at }
 
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)
   local_steps = util.int_param(C.params, 'local_steps', 4, 1, nil, WHO)
   batches = util.equal_split(C.global_batch, util.solve_minima(C, WHO), C.max_batch)
-  sent = sync_plan.sender()
+  state = sync_plan.sender(WHO)
 end
 
 -- Whether the stats show this policy's plan in force (an engine that reports no
@@ -42,7 +44,7 @@ local function in_force(stats)
 end
 
 function policy.step(stats)
-  local resent = sync_plan.due(sent, in_force(stats), WAIT)
+  local resent = sync_plan.due(state, in_force(stats), WAIT)
   if resent == nil then return nil end
   local plan = {}
   for i = 1, C.workers do plan[i] = batches[i] end
@@ -53,10 +55,10 @@ function policy.step(stats)
   }
 end
 
-function policy.save() return { policy = WHO, calls = sent.calls, sent_at = sent.sent_at } end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) == 'table' and state.policy == WHO then sent.calls, sent.sent_at = state.calls or 0, state.sent_at end
+function policy.restore(saved)
+  if sync_plan.is_sender(saved, WHO) then state = saved end
 end
 
 return policy

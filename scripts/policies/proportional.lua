@@ -25,14 +25,26 @@
 --                        small batch can be 15% off the balance by a dozen samples.
 --   settle     = 2       observations under a new plan before judging it
 --
--- save()/restore(): the predictors and the plan tracker (restore also takes the
--- tracker from another policy's save, so a pending plan is not re-decided).
+-- State: everything step() learns lives in one table, `state`, which save() returns
+-- as it is and restore() takes back whole when it holds predictors of the same kind
+-- (from another policy, or other predictors: its tracker only, so a pending plan is
+-- not re-decided). Its predictors and tracker are plain data (their methods live in
+-- their modules), so the copy restore() gets needs only them given their methods
+-- back.
 local util = require 'tandem.policy_util'
 local predictor = require 'tandem.predictor'
 
 local WHO = 'proportional'
 local policy = {}
-local C, cfg, predictors, tracker, last_seen
+local C, cfg -- the cluster and the parameters: fixed by init()
+-- state = {
+--   policy = 'proportional',
+--   predictor     the predictors' kind (cfg.predictor when they were made)
+--   predictors    per worker: its speed predictor (tandem.predictor)
+--   tracker       the plan tracker (tandem.policy_util)
+--   last_seen     the newest iteration observed
+-- }
+local state
 
 local function new_predictor()
   if cfg.predictor == 'narx' then
@@ -57,10 +69,8 @@ function policy.init(cluster)
     min_gain = util.param(p, 'min_gain', 0.02, 0, 1, WHO),
     settle = util.param(p, 'settle', 2, 1, nil, WHO),
   }
-  predictors = {}
-  for i = 1, C.workers do predictors[i] = new_predictor() end
-  tracker = util.tracker()
-  last_seen = nil
+  state = { policy = WHO, predictor = cfg.predictor, predictors = {}, tracker = util.tracker() }
+  for i = 1, C.workers do state.predictors[i] = new_predictor() end
 end
 
 local function observe(entry)
@@ -68,21 +78,21 @@ local function observe(entry)
   for i = 1, C.workers do
     local w = workers[i]
     if w.local_batch > 0 and w.compute_ms > 0 then
-      predictors[i]:observe(w.local_batch / w.compute_ms, w.local_batch)
+      state.predictors[i]:observe(w.local_batch / w.compute_ms, w.local_batch)
     end
   end
 end
 
 function policy.step(stats)
-  last_seen = util.each_new(stats, last_seen, observe)
+  state.last_seen = util.each_new(stats, state.last_seen, observe)
   local current = util.batches(stats.workers)
-  tracker:update(current, stats.iteration)
-  if not tracker:settled(cfg.settle) then return nil end
+  state.tracker:update(current, stats.iteration)
+  if not state.tracker:settled(cfg.settle) then return nil end
   -- A worker that has never run (dropped before this policy came in) gets the mean
   -- predicted speed: a fair chance to show its own.
   local speed, sum, known = {}, 0, 0
   for i = 1, C.workers do
-    speed[i] = predictors[i]:predict()
+    speed[i] = state.predictors[i]:predict()
     if speed[i] then sum, known = sum + speed[i], known + 1 end
   end
   if known == 0 then return nil end
@@ -98,7 +108,7 @@ function policy.step(stats)
     before, after = math.max(before, current[i] / speed[i]), math.max(after, plan[i] / speed[i])
   end
   if after > (1 - cfg.min_gain) * before then return nil end
-  tracker:issue(plan, stats.iteration)
+  state.tracker:issue(plan, stats.iteration)
   return {
     local_batch = plan,
     reason = ('batches proportional to predicted speed (%s): %d samples move, predicted max compute %.1f ms '
@@ -108,19 +118,17 @@ function policy.step(stats)
   }
 end
 
-function policy.save()
-  local saved = {}
-  for i = 1, C.workers do saved[i] = predictors[i]:save() end
-  return { policy = WHO, predictor = cfg.predictor, predictors = saved, tracker = tracker:save(),
-           last_seen = last_seen }
-end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) ~= 'table' then return end
-  if state.tracker then tracker = util.load_tracker(state.tracker) end
-  if state.policy == WHO and state.predictor == cfg.predictor and #state.predictors == C.workers then
-    for i = 1, C.workers do predictors[i] = predictor.load(state.predictors[i]) end
-    last_seen = state.last_seen
+function policy.restore(saved)
+  if type(saved) ~= 'table' then return end
+  if saved.policy == WHO and saved.predictor == cfg.predictor and type(saved.predictors) == 'table'
+     and #saved.predictors == C.workers then
+    state = saved
+    for i = 1, C.workers do state.predictors[i] = predictor.load(state.predictors[i]) end
+    state.tracker = util.load_tracker(state.tracker)
+  elseif saved.tracker then
+    state.tracker = util.load_tracker(saved.tracker)
   end
 end
 

@@ -83,8 +83,11 @@
 --   b_noise = B               B_noise until the first estimate
 --   balance = false           bsp batches proportional to speed instead of equal
 --
--- save()/restore(): the time and noise estimates, the straggler set in force and
--- the one being confirmed, the mode in force, the plan tracker.
+-- State: everything step() learns lives in one table, `state`, which save() returns
+-- as it is and restore() takes back whole (from star only: no other policy keeps
+-- these estimates). Its predictors are plain data (their methods live in
+-- tandem.predictor), so the copy restore() gets needs only them given their
+-- methods back.
 local util = require 'tandem.policy_util'
 local sync_plan = require 'tandem.sync_plan'
 local predictor = require 'tandem.predictor'
@@ -93,14 +96,20 @@ local WHO = 'star'
 local WAIT = 4 -- observations a returned plan gets to show up before it is given up
 
 local policy = {}
-local C, cfg, lo, equal, per_sample, overhead, last_seen
-local noise      -- { g2, trace, estimates }: smoothed |G|^2 and tr(Sigma)
-local server_ms  -- EWMA of the server's time per update (ms), nil before measured
-local adopted    -- sorted straggler set in force (worker indices); nil until the first is confirmed
-local candidate, seen_count
-local redecide   -- the straggler set changed (or first call): choose afresh
-local choice     -- what this policy put in force: { mode, k, groups, staleness }
-local track
+local C, cfg, lo, equal -- the cluster, the parameters, the solve's minima, the equal split: fixed by init()
+-- state = {
+--   policy = 'star',
+--   per_sample, overhead   per worker: EWMA of compute_ms per sample, of data_ms + comm_ms
+--   last_seen              the newest iteration observed
+--   noise                  { g2, trace, estimates }: smoothed |G|^2 and tr(Sigma)
+--   server_ms              EWMA of the server's time per update (ms), nil before measured
+--   adopted                sorted straggler set in force (worker indices); nil until the first is confirmed
+--   candidate, seen_count  the different straggler set seen in a row, and how many times
+--   redecide               the straggler set changed (or first call): choose afresh
+--   choice                 what this policy put in force: { mode, k, groups, staleness }
+--   track                  the plan tracker: current, run, pending, waited
+-- }
+local state
 
 local function int_param(p, key, default, min, max) return util.int_param(p, key, default, min, max, WHO) end
 
@@ -126,14 +135,12 @@ function policy.init(cluster)
   }
   lo = util.solve_minima(C, WHO)
   equal = util.equal_split(C.global_batch, lo, C.max_batch)
-  per_sample, overhead = {}, {}
+  state = { policy = WHO, per_sample = {}, overhead = {}, noise = { estimates = 0 }, seen_count = 0, redecide = true,
+            track = { run = 0, waited = 0 } }
   for i = 1, C.workers do
-    per_sample[i] = predictor.ewma { alpha = cfg.alpha }
-    overhead[i] = predictor.ewma { alpha = cfg.alpha }
+    state.per_sample[i] = predictor.ewma { alpha = cfg.alpha }
+    state.overhead[i] = predictor.ewma { alpha = cfg.alpha }
   end
-  last_seen, noise, server_ms = nil, { estimates = 0 }, nil
-  adopted, candidate, seen_count, redecide, choice = nil, nil, 0, true, nil
-  track = { run = 0, waited = 0 }
 end
 
 ---------------------------------------------------------------------------------
@@ -142,7 +149,7 @@ end
 local canonical, signature, stats_groups = sync_plan.canonical, sync_plan.signature, sync_plan.stats_groups
 local stats_signature = sync_plan.stats_signature
 -- 'applied' when the pending plan shows up, 'given_up' when it waited too long.
-local function track_update(sig) return sync_plan.track_update(track, sig, WAIT) end
+local function track_update(sig) return sync_plan.track_update(state.track, sig, WAIT) end
 
 ---------------------------------------------------------------------------------
 -- Estimates.
@@ -153,8 +160,8 @@ local function observe(entry)
     local w = workers[i]
     local b, ms = w.local_batch or 0, w.compute_ms or 0
     if b > 0 and ms > 0 then
-      per_sample[i]:observe(ms / b)
-      overhead[i]:observe((w.data_ms or 0) + (w.comm_ms or 0))
+      state.per_sample[i]:observe(ms / b)
+      state.overhead[i]:observe((w.data_ms or 0) + (w.comm_ms or 0))
     end
   end
 end
@@ -180,31 +187,31 @@ local function observe_noise(stats)
   local small = sum_bg / sum_b
   local g2 = (b_big * big - b_small * small) / (b_big - b_small)
   local trace = (small - big) / (1 / b_small - 1 / b_big)
-  noise.g2 = ewma(noise.g2, g2, cfg.noise_alpha)
-  noise.trace = ewma(noise.trace, trace, cfg.noise_alpha)
-  noise.estimates = noise.estimates + 1
+  state.noise.g2 = ewma(state.noise.g2, g2, cfg.noise_alpha)
+  state.noise.trace = ewma(state.noise.trace, trace, cfg.noise_alpha)
+  state.noise.estimates = state.noise.estimates + 1
 end
 
 -- The smoothed B_noise (params.b_noise before any estimate).
 local function b_noise()
   local B = C.global_batch
-  if not noise.g2 then return cfg.b_noise end
+  if not state.noise.g2 then return cfg.b_noise end
   local lo_b, hi_b = 1e-6 * B, 1e6 * B
-  if noise.trace <= 0 then return lo_b end
-  if noise.g2 <= 0 then return hi_b end
-  return math.min(hi_b, math.max(lo_b, noise.trace / noise.g2))
+  if state.noise.trace <= 0 then return lo_b end
+  if state.noise.g2 <= 0 then return hi_b end
+  return math.min(hi_b, math.max(lo_b, state.noise.trace / state.noise.g2))
 end
 
 local function observe_server(stats)
   local updates, busy = stats.updates, stats.server_busy_ms
   if type(updates) == 'number' and updates > 0 and type(busy) == 'number' and busy >= 0 then
-    server_ms = ewma(server_ms, busy / updates, cfg.alpha)
+    state.server_ms = ewma(state.server_ms, busy / updates, cfg.alpha)
   end
 end
 
 -- Predicted time of worker i for b samples; nil before it has run.
 local function predict(i, b)
-  local c, o = per_sample[i]:predict(), overhead[i]:predict()
+  local c, o = state.per_sample[i]:predict(), state.overhead[i]:predict()
   if not c then return nil end
   return c * b + o
 end
@@ -235,7 +242,7 @@ local function stragglers_now(latest)
   end
   local mt, ml = lower_median(t), lower_median(tl)
   local set, was = {}, {}
-  for _, i in ipairs(adopted or {}) do was[i] = true end
+  for _, i in ipairs(state.adopted or {}) do was[i] = true end
   for i = 1, n do
     local f = was[i] and cfg.straggler_factor * (1 - cfg.margin) or cfg.straggler_factor
     if t[i] > f * mt and tl[i] > f * ml then set[#set + 1] = i end
@@ -274,7 +281,7 @@ local function rate_ksync(k, b, bn)
   end)
   local batch = 0
   for r = 1, k do batch = batch + b[order[r]] end
-  local T = t[order[k]] + (server_ms or 0)
+  local T = t[order[k]] + (state.server_ms or 0)
   return 1000 * eff(batch, bn) / T, T
 end
 
@@ -310,7 +317,7 @@ local function rate_grouped(groups, b, S, bn)
   local t = times(b)
   local m, G = members_of(groups)
   local T, B, u, slowest = {}, {}, {}, 1
-  local srv = server_ms or 0
+  local srv = state.server_ms or 0
   for g = 1, G do
     T[g], B[g] = 0, 0
     for _, i in ipairs(m[g]) do T[g], B[g] = math.max(T[g], t[i]), B[g] + b[i] end
@@ -340,7 +347,7 @@ local split = util.proportional_split
 local function balanced()
   local w = {}
   for i = 1, C.workers do
-    local c = per_sample[i]:predict()
+    local c = state.per_sample[i]:predict()
     w[i] = c and 1 / c or nil
   end
   local sum, known = 0, 0
@@ -389,8 +396,9 @@ end
 local function rate_in_force(stats, bn)
   local mode = stats.mode or 'bsp'
   local b = util.batches(stats.workers)
+  local choice = state.choice
   if mode == 'ksync' then
-    local k = (choice and choice.mode == 'ksync' and choice.k) or math.max(1, C.workers - #(adopted or {}))
+    local k = (choice and choice.mode == 'ksync' and choice.k) or math.max(1, C.workers - #(state.adopted or {}))
     return (rate_ksync(k, b, bn))
   elseif mode == 'grouped' then
     local groups = canonical(stats_groups(stats.workers))
@@ -404,54 +412,55 @@ end
 local function same_set(a, b) return util.same(a, b) end
 
 function policy.step(stats)
-  last_seen = util.each_new(stats, last_seen, observe)
+  state.last_seen = util.each_new(stats, state.last_seen, observe)
   observe_noise(stats)
   observe_server(stats)
   track_update(signature(stats.mode or 'bsp', stats_groups(stats.workers), util.batches(stats.workers)))
   local set, t, median = stragglers_now(stats.workers)
   if not set then return nil end
-  if adopted and same_set(set, adopted) then
-    candidate, seen_count = nil, 0
+  if state.adopted and same_set(set, state.adopted) then
+    state.candidate, state.seen_count = nil, 0
   else
-    if candidate and same_set(set, candidate) then
-      seen_count = seen_count + 1
+    if state.candidate and same_set(set, state.candidate) then
+      state.seen_count = state.seen_count + 1
     else
-      candidate, seen_count = set, 1
+      state.candidate, state.seen_count = set, 1
     end
-    if seen_count >= cfg.settle then
-      adopted, candidate, seen_count, redecide = set, nil, 0, true
+    if state.seen_count >= cfg.settle then
+      state.adopted, state.candidate, state.seen_count, state.redecide = set, nil, 0, true
     end
   end
-  if not adopted or track.pending then return nil end
+  if not state.adopted or state.track.pending then return nil end
   -- An engine without modes (no stats.mode) runs bsp whatever the plan says.
   local modes = stats.mode ~= nil
   local bn = b_noise()
-  local list, best = candidates(modes and adopted or {}, bn)
+  local list, best = candidates(modes and state.adopted or {}, bn)
   local pick = list[best]
   local sig = signature(pick.mode, pick.groups, pick.batches)
   local now = rate_in_force(stats, bn)
   local why
-  if redecide then
-    why = #adopted > 0 and 'straggler picture changed' or 'no stragglers'
+  if state.redecide then
+    why = #state.adopted > 0 and 'straggler picture changed' or 'no stragglers'
   elseif pick.rate > (1 + cfg.min_gain) * now then
     why = ('%.0f%% more predicted progress than the plan in force'):format(100 * (pick.rate / now - 1))
   end
-  redecide = false
+  state.redecide = false
   -- The signature does not show k or S: those are known from what this policy chose.
-  local in_force = sig == track.current
+  local choice = state.choice
+  local in_force = sig == state.track.current
                    and (pick.mode == 'bsp' or (choice ~= nil and choice.mode == pick.mode and choice.k == pick.k
                                                and choice.staleness == pick.staleness))
   if in_force or not why then return nil end
-  choice = { mode = pick.mode, k = pick.k, groups = pick.groups, staleness = pick.staleness }
-  track.pending, track.waited = sig, 0
+  state.choice = { mode = pick.mode, k = pick.k, groups = pick.groups, staleness = pick.staleness }
+  state.track.pending, state.track.waited = sig, 0
   local rates = {}
   for k = 1, #list do rates[k] = ('%s %.3g'):format(describe(list[k]), list[k].rate) end
   local slow = {}
-  for k, i in ipairs(adopted) do slow[k] = ('rank %d at %.1fx'):format(i - 1, t[i] / median) end
+  for k, i in ipairs(state.adopted) do slow[k] = ('rank %d at %.1fx'):format(i - 1, t[i] / median) end
   local plan = { local_batch = pick.batches, mode = pick.mode,
                  reason = ('%s: %s; stragglers (time / median): %s; B_noise ~%.3g (B = %d%s); predicted progress/s: %s (in force %.3g)')
                           :format(describe(pick), why, #slow > 0 and table.concat(slow, ', ') or 'none', bn,
-                                  C.global_batch, noise.g2 and '' or ', prior', table.concat(rates, ', '), now) }
+                                  C.global_batch, state.noise.g2 and '' or ', prior', table.concat(rates, ', '), now) }
   if pick.mode == 'ksync' then
     plan.k, plan.sync_every = pick.k, cfg.sync_every
   elseif pick.mode == 'grouped' then
@@ -464,25 +473,17 @@ function policy.step(stats)
   return plan
 end
 
-function policy.save()
-  local ps, oh = {}, {}
-  for i = 1, C.workers do ps[i], oh[i] = per_sample[i]:save(), overhead[i]:save() end
-  return { policy = WHO, per_sample = ps, overhead = oh, last_seen = last_seen, noise = noise,
-           server_ms = server_ms, adopted = adopted, candidate = candidate, seen_count = seen_count,
-           redecide = redecide, choice = choice, track = track }
-end
+function policy.save() return state end
 
-function policy.restore(state)
-  if type(state) ~= 'table' or state.policy ~= WHO then return end
-  for i = 1, C.workers do
-    per_sample[i], overhead[i] = predictor.load(state.per_sample[i]), predictor.load(state.overhead[i])
+function policy.restore(saved)
+  if type(saved) ~= 'table' or saved.policy ~= WHO or type(saved.per_sample) ~= 'table'
+     or #saved.per_sample ~= C.workers then
+    return
   end
-  last_seen, server_ms = state.last_seen, state.server_ms
-  noise = { g2 = state.noise.g2, trace = state.noise.trace, estimates = state.noise.estimates or 0 }
-  adopted, candidate, seen_count = state.adopted, state.candidate, state.seen_count or 0
-  redecide, choice = state.redecide == true, state.choice
-  track = { current = state.track.current, run = state.track.run or 0, pending = state.track.pending,
-            waited = state.track.waited or 0 }
+  state = saved
+  for i = 1, C.workers do
+    state.per_sample[i], state.overhead[i] = predictor.load(state.per_sample[i]), predictor.load(state.overhead[i])
+  end
 end
 
 return policy

@@ -23,6 +23,11 @@
 -- real b >= 0 with predict(b) <= T; -inf when T < 0), pieces(), refit_latest(b, ms)
 -- (LBB's rapid-tune), save() -> plain data, and perf_model.load(state).
 -- predict/inverse/pieces refit first when observations arrived since the last fit.
+--
+-- A model is a table of plain data whose methods live in its class (the
+-- metatable), never in closures: a policy keeps its models inside its state table
+-- and saves them as they are (the engine copies the data and leaves the metatable
+-- behind); perf_model.load gives a copied model its methods back.
 local M = {}
 
 local huge, max, floor = math.huge, math.max, math.floor

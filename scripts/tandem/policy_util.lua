@@ -11,7 +11,9 @@
 -- knows which plan it is waiting for, and counts how many observations the plan in
 -- force has had; policies judge a plan only once it has run. A plan that never shows
 -- up (the engine rejected it, or a hot swap replaced it) is given up after a few
--- iterations, so a policy never waits forever.
+-- iterations, so a policy never waits forever. A tracker is plain data with its
+-- methods in its class, so it lives in a policy's state table; load_tracker gives
+-- a copied one its methods back.
 local perf_model = require 'tandem.perf_model'
 
 local U = {}
@@ -107,10 +109,39 @@ function U.time_models(c, window, who)
   return models
 end
 
+-- The time models in a saved policy state (boa, lbb and grouped keep theirs as
+-- `models`), given their methods back, when it holds one per worker; else nil.
+local function saved_models(saved, workers)
+  if type(saved.models) ~= 'table' or #saved.models ~= workers then return nil end
+  local models = {}
+  for i = 1, workers do models[i] = perf_model.load(saved.models[i]) end
+  return models
+end
+
+-- restore(saved) of a policy that keeps time models (boa, lbb, grouped): the state
+-- it leaves. `saved` itself when it is that policy's whole state for this many
+-- workers (its models and tracker given their methods back); else `state` with
+-- what another policy's save holds that this one keeps too: the plan tracker (when
+-- `state` has one) and the models, when one per worker, with the iteration they
+-- have seen. Then whether `saved` was taken whole, and whether its models were.
+function U.restore_models(state, saved, who, workers)
+  if type(saved) ~= 'table' then return state, false, false end
+  local models = saved_models(saved, workers)
+  if saved.policy == who and models then
+    saved.models = models
+    if saved.tracker then saved.tracker = U.load_tracker(saved.tracker) end
+    return saved, true, true
+  end
+  if saved.tracker and state.tracker then state.tracker = U.load_tracker(saved.tracker) end
+  if models then state.models, state.last_seen = models, saved.last_seen end
+  return state, false, models ~= nil
+end
+
 -- Worker i's observation (b samples in ms) for its time model, counting
 -- mispredictions at an unchanged batch (a misprediction at a new batch is the slope
 -- being learnt, not a change of speed) and summing their times, for a refit once
--- they persist. w = {stale = {}, stale_ms = {}, prev_batch = {}}, by worker.
+-- they persist. w holds stale, stale_ms and prev_batch, each by worker (a policy's
+-- state table does).
 function U.observe_model(model, w, i, b, ms, change)
   -- (An infinite or NaN time is no observation: summed into stale_ms it would stay
   -- infinite and break every refit after it.)

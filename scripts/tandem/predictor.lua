@@ -22,7 +22,9 @@
 --       prediction positive).
 --
 -- Methods: observe(x [, u]), predict() (nil before any observation), save() and
--- predictor.load(state).
+-- predictor.load(state). A predictor is plain data with its methods in its class
+-- (the metatable), so it can sit in a policy's state table and be saved as it is;
+-- predictor.load gives a copied one its methods back.
 local P = {}
 
 local huge, abs, max, min = math.huge, math.abs, math.max, math.min

@@ -63,8 +63,14 @@ end
 -- A fixed plan sent once (asgd, local_sgd): due(sent, shown, wait) says whether to
 -- return it at this call: nil not now (the stats show it, or it was sent less than
 -- `wait` calls ago), false the first time, true again (the stats never showed it).
--- sent = {calls, sent_at} is what such a policy's save() keeps.
-function M.sender() return { calls = 0, sent_at = nil } end
+-- sent = {policy, calls, sent_at} is the whole state of such a policy: what its
+-- save() returns and its restore() takes back.
+function M.sender(who) return { policy = who, calls = 0, sent_at = nil } end
+
+-- Whether `saved` (what restore() was handed) is a sender's state saved by `who`.
+function M.is_sender(saved, who)
+  return type(saved) == 'table' and saved.policy == who and type(saved.calls) == 'number'
+end
 
 function M.due(sent, shown, wait)
   sent.calls = sent.calls + 1

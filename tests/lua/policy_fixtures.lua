@@ -1,6 +1,7 @@
 -- What the policy tests (test_policies.lua, test_sync_policies.lua) share: loading a
--- policy file fresh, deterministic noise, and the check that save() holds only what
--- the engine can carry between Lua states.
+-- policy file fresh, deterministic noise, the check that save() holds only what
+-- the engine can carry between Lua states, and a saved state's trip through text
+-- as a checkpoint makes it.
 local T = require 'tandem.testing'
 
 local M = {}
@@ -57,6 +58,33 @@ function M.plain_copy(v, path)
     out[k] = M.plain_copy(x, path .. '.' .. tostring(k))
   end
   return out
+end
+
+-- v as a checkpoint writes a saved state (policy_sandbox.cpp's write_literal):
+-- numbers to 17 digits, NaN and the infinities as expressions.
+function M.literal(v)
+  local kind = type(v)
+  if kind == 'number' then
+    if v ~= v then return '(0/0)' end
+    if v == math.huge or v == -math.huge then return v > 0 and '(1/0)' or '(-1/0)' end
+    return ('%.17g'):format(v)
+  elseif kind == 'string' then
+    return ('%q'):format(v)
+  elseif kind == 'boolean' or kind == 'nil' then
+    return tostring(v)
+  elseif kind ~= 'table' then
+    T.fail('save() holds a ' .. kind .. ': a checkpoint holds plain data')
+  end
+  local parts = {}
+  for k, x in pairs(v) do parts[#parts + 1] = '[' .. M.literal(k) .. ']=' .. M.literal(x) end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
+-- A literal read back as a resume reads it: data, in an empty environment.
+function M.read_literal(text)
+  local chunk = assert(loadstring('return ' .. text, '=saved state'))
+  setfenv(chunk, {})
+  return chunk()
 end
 
 return M

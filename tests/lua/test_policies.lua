@@ -352,7 +352,7 @@ T.test('1024 workers: init() and step() cost, interpreted', function()
 end)
 
 T.test('proportional_split sums to B when the scale lands exactly on a lower bound', function()
-  -- lo/w*w rounds below lo here; the slope used to drop that worker and overshoot.
+  -- lo/w*w rounds below lo here: a slope decided on scale * w_i would drop that worker and overshoot.
   local b = util.proportional_split({ 3 * 128 / 133, 128 / 389 }, 512, { 3, 1 }, { 1536, 512 })
   T.eq(b[1] + b[2], 512)
   T.ok(b[1] >= 3 and b[2] >= 1, "bounds")

@@ -15,7 +15,9 @@
 -- ignores a one-observation straggler and one near its factor, comes back to bsp on
 -- recovery, can keep bsp when the model says so, balances with balance = true;
 -- save()/restore() round-trips all four; all four run without os and io, set no
--- globals, and stay within the policy budget at 1024 workers, interpreted.
+-- globals, and stay within the policy budget at 1024 workers, interpreted. And
+-- for every shipped policy (this simulator speaks all of their stats): save()
+-- holds all it has learnt, handed over directly or through a checkpoint's text.
 local T = require 'tandem.testing'
 local util = require 'tandem.policy_util'
 
@@ -558,6 +560,69 @@ T.test('save()/restore() carries each of the four into a fresh instance', functi
       if name == 'grouped' or name == 'star' then T.ok(changed >= 1, name .. ' decided something after the cut') end
       T.eq(plain_copy(b.save(), name), plain_copy(a.save(), name))
     end
+  end
+end)
+
+-- Every policy in scripts/policies/, each on a cluster where what it has learnt
+-- matters: the history-driven ones see a worker slow down after the hand-over
+-- (proportional's slow EWMA outlives a short history window, which a fresh
+-- instance would otherwise replay into the same speeds); the ones that send one
+-- plan have it lost by the engine, so when (and whether) they send it again is
+-- their state's business.
+local STATE_CASES = {
+  proportional = { window = 1, params = { alpha = 0.2 } },
+  equal = { drop_until = 1000, initial = { 200, 100, 100, 112 } },
+  asgd = { drop_until = 1000 },
+  local_sgd = { drop_until = 1000 },
+}
+
+local function shipped_policies()
+  local names = {}
+  for file in io.popen('ls ' .. fixtures.policy_path('*')):lines() do
+    names[#names + 1] = file:match('([%w_]+)%.lua$')
+  end
+  return names
+end
+
+-- First call in [from, to] where two runs' answers differ (nil: none).
+local function first_difference(a, b, from, to)
+  for t = from, to do
+    local same = pcall(T.eq, b[t], a[t])
+    if not same then return t end
+  end
+end
+
+T.test('every policy: save() holds all it has learnt, handed over directly or as text', function()
+  local names = shipped_policies()
+  T.ok(#names >= 8, 'found the shipped policies: ' .. table.concat(names, ', '))
+  for _, name in ipairs(names) do
+    local opts = { speeds = { 1, 1, 0.5, 0.25 }, noise = 0.03, grad_noise = 0.1, speed_at = function(i, t, base)
+      return (i == 2 and t >= 32 and t < 50) and base / 3 or base
+    end }
+    for k, v in pairs(STATE_CASES[name] or {}) do opts[k] = v end
+    local sim = new_sim(opts)
+    local original = load_policy(name)
+    original.init(sim.cluster)
+    sim:run(original, 0, 26)
+    local saved = original.save()
+    local direct, from_text, empty = load_policy(name), load_policy(name), load_policy(name)
+    for _, p in ipairs { direct, from_text, empty } do p.init(sim.cluster) end
+    direct.restore(plain_copy(saved, name))
+    from_text.restore(fixtures.read_literal(fixtures.literal(saved)))
+    local answers = { original = {}, direct = {}, from_text = {}, empty = {} }
+    for t = 27, 70 do
+      local stats = sim:stats(t)
+      answers.original[t], answers.direct[t] = original.step(stats), direct.step(stats)
+      answers.from_text[t], answers.empty[t] = from_text.step(stats), empty.step(stats)
+      sim:apply(answers.original[t], t)
+    end
+    T.eq(first_difference(answers.original, answers.direct, 27, 70), nil,
+         name .. ' restored directly: first call that differs')
+    T.eq(first_difference(answers.original, answers.from_text, 27, 70), nil,
+         name .. ' restored from text: first call that differs')
+    T.ok(first_difference(answers.original, answers.empty, 27, 70),
+         name .. ': a fresh instance decides as the restored one, so the check above shows nothing')
+    T.eq(plain_copy(from_text.save(), name), plain_copy(original.save(), name), name .. ': state after the run')
   end
 end)
 

@@ -1,12 +1,11 @@
 #pragma once
 // `tandem sim`: the experiment's policy against a model of the cluster instead of
-// training. Every iteration, each worker's compute time is what the emulator would
-// stretch this machine's calibrated compute to (the same speeds, measured profiles,
-// scheduled and random slowdowns and speed trace as a real emulated run, so a
-// policy sees the same numbers), times optional noise (sim.noise_distribution); the host's part
-// of a step comes from the calibration; the all-reduce is a ring: 2(n-1) messages
-// of latency each and 2(n-1)/n of the gradient's bytes per rank over a link's
-// bandwidth. The step is the slowest worker's compute plus the all-reduce.
+// training. Each iteration, every worker's compute comes from the compute model
+// (compute_model.hpp: the emulation over this machine's calibration, with noise),
+// the gradient sync from the network model (network_model.hpp: a ring all-reduce);
+// a bsp step is the slowest worker's host part and compute plus the all-reduce, and
+// a relaxed sync mode runs a segment at a time (segment_model.hpp). The first plan
+// is the one `tandem run` starts from (Plan::initial).
 //
 // The policy is the real one (script/policy_host.hpp) on the real timing: iteration
 // t's stats are decided on during t+1 and the plan applies from t+2. Its cost is

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.hpp"
 #include "engine/core/rng.hpp"
+#include "engine/train/config.hpp"
 
 namespace tandem {
 
@@ -169,9 +170,39 @@ Plan Plan::proportional(const std::vector<double>& weights, int64_t global_batch
   return p;
 }
 
-}  // namespace tandem
+Plan Plan::initial(const ExperimentConfig& cfg, int world_size, const Throughput& throughput) {
+  Plan plan;
+  if (cfg.plan.kind == "fixed") {
+    plan.local_batch = cfg.plan.batches;
+  } else if (cfg.plan.kind == "proportional") {
+    TANDEM_CHECK_HINT(cfg.emulation.enabled, "set emulation = {...} or use plan = {kind = 'equal'}",
+                      "plan 'proportional' divides the batch by emulated speeds, but no emulation is configured");
+    plan = Plan::equal(world_size, cfg.global_batch);
+    for (int round = 0; round < 8; ++round) plan = Plan::proportional(throughput(plan.local_batch), cfg.global_batch);
+  } else {
+    plan = Plan::equal(world_size, cfg.global_batch);
+  }
+  plan.sync = SyncPlan::initial(cfg, world_size);
+  plan.validate(world_size, cfg.global_batch);
+  return plan;
+}
 
-namespace tandem {
+SyncPlan SyncPlan::initial(const ExperimentConfig& cfg, int world_size) {
+  SyncPlan s;
+  const auto& c = cfg.plan.sync;
+  TANDEM_CHECK_HINT(parse_sync_mode(c.mode, &s.mode), "use sync.mode = 'bsp', 'grouped', 'ksync' or 'local'",
+                    "unknown sync mode '", c.mode, "'");
+  if (world_size == 1) return SyncPlan{};
+  s.k = c.k > 0 ? c.k : world_size;
+  s.local_steps = c.local_steps;
+  s.staleness = c.staleness;
+  s.sync_every = c.sync_every;
+  if (s.mode == SyncMode::grouped) {
+    for (int64_t g : c.groups) s.group.push_back(static_cast<int>(g) - 1);
+    if (s.group.empty()) s.group.assign(static_cast<size_t>(world_size), 0);
+  }
+  return s;
+}
 
 Plan Plan::random(int world_size, int64_t global_batch_size, uint64_t seed) {
   Rng rng(seed);

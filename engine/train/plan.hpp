@@ -4,12 +4,16 @@
 // Ranks with b_r = 0 still join every collective (with a zero gradient), so they
 // stay in step instead of hanging the others.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace tandem {
 
-// How the workers synchronise (engine/train/sync_modes.hpp has the why of each):
+struct ExperimentConfig;
+
+// How the workers synchronise (engine/train/sync/relaxed_segment.hpp has the how of
+// the relaxed ones):
 //   bsp      every worker's gradient is all-reduced every iteration (the default);
 //   grouped  groups all-reduce inside and push their summed update to a parameter
 //            server asynchronously (one group = bsp, one worker a group = ASGD);
@@ -39,6 +43,10 @@ struct SyncPlan {
   }
   bool operator!=(const SyncPlan& o) const { return !(*this == o); }
   std::string str() const;  // "bsp", "grouped [0, 0, 1, 1] S=1", "ksync k=3", "local H=4"
+
+  // The experiment's sync settings (sync = {...}) as a plan's; one worker: bsp.
+  // Throws a tandem::Error for an unknown mode.
+  static SyncPlan initial(const ExperimentConfig& cfg, int world_size);
 };
 
 struct Plan {
@@ -56,6 +64,17 @@ struct Plan {
   static Plan equal(int world_size, int64_t global_batch);
   // b_r proportional to weights[r], rounded by largest remainder so the sum is B.
   static Plan proportional(const std::vector<double>& weights, int64_t global_batch);
+  // Each worker's samples/s when it runs local_batch[r] samples (the emulator's
+  // throughput over this machine's calibration).
+  using Throughput = std::function<std::vector<double>(const std::vector<int64_t>& local_batch)>;
+  // The plan both `tandem run` and `tandem sim` start from, validated: plan.kind
+  // `equal`, `fixed` (plan.batches) or `proportional`, with SyncPlan::initial.
+  // `proportional` gives each worker a share proportional to its throughput at the
+  // batch it will run: samples/s depends on the batch (fixed costs weigh more on
+  // small batches), so the split, from the equal one, is refined 8 times, until the
+  // shares it gives reproduce themselves. It needs the emulation (its speeds are
+  // what it divides by): without one it throws.
+  static Plan initial(const ExperimentConfig& cfg, int world_size, const Throughput& throughput);
   // A different uneven split every iteration, zeros included, from the seed: a test
   // of the engine (any plan must give the same training), not a balancing policy.
   static Plan random(int world_size, int64_t global_batch, uint64_t seed);

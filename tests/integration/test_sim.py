@@ -10,7 +10,8 @@ the stats it was decided on, as in real runs; ksync and grouped segments simulat
 with their counts and staleness bound; 64 workers run too; a worker's memory cap
 bounds the batches the policy gives it; tandem profile's output works as a measured
 worker, calibration and memory model in an experiment; each noise distribution has
-mean 1, the asked spread, and its shape.
+mean 1, the asked spread, and its shape; a proportional plan starts where `tandem
+run` starts it (Plan::initial), refined until balanced.
 
 usage: test_sim.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -148,6 +149,25 @@ for dist in ("lognormal", "normal", "uniform", "spikes"):
         fail(f"spikes: skew {skew:.2f}, smallest factor {min(f):.3f}; want a right tail over a floor at 0.8")
     if dist in ("normal", "uniform") and abs(skew) > 0.3:
         fail(f"{dist}: skew {skew:.2f}, want symmetric")
+
+# The first plan is the one a real run starts from: proportional to the emulated
+# throughput at the batch each worker gets, refined until balanced (the fixed cost
+# of a step gives the slow worker less than a quarter).
+start = ["--workers", "2", "emulation.speeds=1,0.25", "plan.kind=proportional", "stop.max_iterations=1"]
+_, prow = sim("proportional", start)
+run_dir = os.path.join(SCRATCH, "proportional_run")
+shutil.rmtree(run_dir, ignore_errors=True)
+r = subprocess.run([TANDEM, "run"] + COMMON + start + ["--out", run_dir], capture_output=True, text=True, timeout=300)
+if r.returncode != 0:
+    fail(f"tandem run of the proportional plan exited {r.returncode}: {r.stderr[-1500:]}")
+with open(os.path.join(run_dir, "trace.jsonl")) as f:
+    run_row = next(json.loads(l) for l in f if '"event":"iteration"' in l)
+sim_plan = [w["local_batch"] for w in prow[0]["workers"]]
+run_plan = [w["local_batch"] for w in run_row["workers"]]
+if sim_plan != run_plan:
+    fail(f"tandem sim starts from {sim_plan}, tandem run from {run_plan}")
+if not (sum(sim_plan) == 512 and sim_plan[1] < 512 // 5):
+    fail(f"the proportional plan {sim_plan} is not the balanced split of 512 over speeds 1 and 0.25")
 
 print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}, ksync {k['efficiency']:.3f}, grouped "
       f"{g['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}")

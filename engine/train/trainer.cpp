@@ -69,28 +69,6 @@ DeviceProfile shared_calibration(TrainStep& step, BatchLoader& loader, int64_t m
   return machine;
 }
 
-// The first plan, from the experiment. `proportional` gives each worker a share
-// proportional to its emulated throughput at the batch it will run: a worker's
-// samples/s depends on its batch (fixed costs weigh more on small batches), so the
-// split is refined a few times until the shares it gives reproduce themselves.
-Plan initial_plan(const ExperimentConfig& cfg, const Emulator& emulator, int world, const DeviceProfile& machine) {
-  Plan plan;
-  if (cfg.plan.kind == "fixed") {
-    plan.local_batch = cfg.plan.batches;
-  } else if (cfg.plan.kind == "proportional") {
-    TANDEM_CHECK_HINT(cfg.emulation.enabled, "set emulation = {...} or use plan = {kind = 'equal'}",
-                      "plan 'proportional' divides the batch by emulated speeds, but no emulation is configured");
-    plan = Plan::equal(world, cfg.global_batch);
-    for (int round = 0; round < 8; ++round)
-      plan = Plan::proportional(emulator.throughput(plan.local_batch, machine), cfg.global_batch);
-  } else {
-    plan = Plan::equal(world, cfg.global_batch);
-  }
-  plan.sync = initial_sync(cfg, world);
-  plan.validate(world, cfg.global_batch);
-  return plan;
-}
-
 // Batch-norm statistics summed over every rank's share of the global batch.
 class CommReducer final : public BatchReducer {
 public:
@@ -214,7 +192,9 @@ void Trainer::build_model() {
     machine_ = cfg_.emulation.calibration
                    ? *cfg_.emulation.calibration
                    : shared_calibration(*step_, *loader_, cfg_.global_batch, *model_, cfg_.optimizer, comm_);
-  plan_ = initial_plan(cfg_, *emulator_, world_, machine_);
+  plan_ = Plan::initial(cfg_, world_, [&](const std::vector<int64_t>& local_batch) {
+    return emulator_->throughput(local_batch, machine_);
+  });
 }
 
 void Trainer::open_run() {
@@ -363,24 +343,6 @@ void Trainer::warn_overruns(int64_t done) const {
 }
 
 }  // namespace
-
-// The experiment's sync settings as a plan's (one rank: every mode is bsp).
-SyncPlan initial_sync(const ExperimentConfig& cfg, int world) {
-  SyncPlan s;
-  const auto& c = cfg.plan.sync;
-  TANDEM_CHECK_HINT(parse_sync_mode(c.mode, &s.mode), "use sync.mode = 'bsp', 'grouped', 'ksync' or 'local'",
-                    "unknown sync mode '", c.mode, "'");
-  if (world == 1) return SyncPlan{};
-  s.k = c.k > 0 ? c.k : world;
-  s.local_steps = c.local_steps;
-  s.staleness = c.staleness;
-  s.sync_every = c.sync_every;
-  if (s.mode == SyncMode::grouped) {
-    for (int64_t g : c.groups) s.group.push_back(static_cast<int>(g) - 1);
-    if (s.group.empty()) s.group.assign(static_cast<size_t>(world), 0);
-  }
-  return s;
-}
 
 RunSummary train(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& device, PlanPolicy* policy,
                  const ConsoleFactory& console) {

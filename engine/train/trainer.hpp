@@ -27,9 +27,6 @@
 
 namespace tandem {
 
-// The experiment's sync settings (sync = {...}) as a plan's; one rank: bsp.
-SyncPlan initial_sync(const ExperimentConfig& cfg, int world);
-
 // Makes rank 0's live console (the REPL) once the run directory exists.
 using ConsoleFactory = std::function<std::unique_ptr<Console>(const std::string& run_dir)>;
 

@@ -1,9 +1,10 @@
 #pragma once
 // An experiment after its Lua file and the command-line overrides were resolved and
-// validated. Every field has a default here and in scripts/tandem/experiment.lua;
-// the Lua schema is the one users read (and the one that rejects unknown keys).
-// nn and data own their settings (OptimizerConfig, ScheduleConfig, DataConfig),
-// which this file gathers.
+// validated. scripts/tandem/experiment.lua is the schema: every key, its default and
+// its range. engine/script/experiment_fields.cpp names the member each key sets, and
+// test_schema_agreement fails when a default, a kind or a key here differs from the
+// Lua one, so the two cannot drift apart silently. nn and data own their settings
+// (OptimizerConfig, ScheduleConfig, DataConfig), which this file gathers.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,7 +49,8 @@ struct SlowdownEvent {
   int worker = 0;
   double speed = 1.0;  // multiplies the worker's speed while active
   int64_t from = 0;    // first iteration (inclusive)
-  int64_t to = 0;      // last iteration (exclusive)
+  // The iteration it ends before; unset in the experiment: the end of the run.
+  int64_t to = INT64_MAX;
 };
 
 struct RandomSlowdowns {

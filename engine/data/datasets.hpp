@@ -2,8 +2,8 @@
 // Builds the data set an experiment names.
 #include <memory>
 
+#include "engine/data/data_config.hpp"
 #include "engine/data/dataset.hpp"
-#include "engine/train/config.hpp"
 
 namespace tandem {
 

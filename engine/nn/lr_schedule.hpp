@@ -4,7 +4,7 @@
 // min_lr at the last iteration of the run.
 #include <cstdint>
 
-#include "engine/train/config.hpp"
+#include "engine/nn/schedule_config.hpp"
 
 namespace tandem {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "engine/core/tensor.hpp"
-#include "engine/train/config.hpp"
+#include "engine/nn/optimizer_config.hpp"
 
 namespace tandem {
 

@@ -1,9 +1,10 @@
 #pragma once
 // Loads an experiment: runs its Lua file, resolves it through the schema in
 // scripts/tandem/experiment.lua (overrides, unknown keys, types, defaults, ranges,
-// the model file) and turns the resolved table into an ExperimentConfig. Any Lua
-// error, in the experiment or in its model, comes back as a tandem::Error with
-// file:line (and the traceback for runtime errors) before anything is trained.
+// the model file) and turns the resolved table into an ExperimentConfig through the
+// one table per record of experiment_fields.hpp. Any Lua error, in the experiment
+// or in its model, comes back as a tandem::Error with file:line (and the traceback
+// for runtime errors) before anything is trained.
 // Every setting is checked here, where the launcher loads the experiment before it
 // starts any rank: the per-worker settings against the number of workers (or, under
 // an mpirun started by hand, the ranks it started), the data set's files, and, when

@@ -1,46 +1,21 @@
 #pragma once
 // An experiment after its Lua file and the command-line overrides were resolved and
-// validated. Every field has a default here and in scripts/tandem/experiment.lua;
-// the Lua schema is the one users read (and the one that rejects unknown keys).
+// validated. scripts/tandem/experiment.lua is the schema: every key, its default and
+// its range. engine/script/experiment_fields.cpp names the member each key sets, and
+// test_schema_agreement fails when a default, a kind or a key here differs from the
+// Lua one, so the two cannot drift apart silently. nn and data own their settings
+// (OptimizerConfig, ScheduleConfig, DataConfig), which this file gathers.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/data/data_config.hpp"
+#include "engine/nn/optimizer_config.hpp"
+#include "engine/nn/schedule_config.hpp"
 #include "engine/nn/spec.hpp"
 
 namespace tandem {
-
-struct DataConfig {
-  std::string name = "fashion-mnist";  // fashion-mnist | synthetic
-  std::string dir = "/usr/share/datasets/fashion-mnist";
-  // synthetic only: shape of one sample, number of classes, train/test sizes.
-  Shape shape = {1, 28, 28};
-  int classes = 10;
-  int64_t train_size = 60000;
-  int64_t test_size = 10000;
-  uint64_t seed = 7;
-};
-
-struct OptimizerConfig {
-  std::string name = "sgd";
-  double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-  bool nesterov = false;
-  // Grouped sync (parameter_server.hpp): the momentum the server applies to each
-  // segment's displacement at the meeting, stepping without momentum inside; 0:
-  // momentum on every push.
-  double slow_momentum = 0.7;
-};
-
-struct ScheduleConfig {
-  std::string kind = "constant";  // constant | step | cosine
-  int64_t warmup_iterations = 0;  // linear ramp from 0 to lr
-  double step_epochs = 1.0;       // step: multiply by gamma every step_epochs epochs
-  double gamma = 0.1;
-  double min_lr = 0.0;  // cosine: the floor reached at the last iteration
-};
 
 struct StopConfig {
   double epochs = 1.0;                    // always a bound
@@ -74,7 +49,8 @@ struct SlowdownEvent {
   int worker = 0;
   double speed = 1.0;  // multiplies the worker's speed while active
   int64_t from = 0;    // first iteration (inclusive)
-  int64_t to = 0;      // last iteration (exclusive)
+  // The iteration it ends before; unset in the experiment: the end of the run.
+  int64_t to = INT64_MAX;
 };
 
 struct RandomSlowdowns {
@@ -100,8 +76,8 @@ struct EmulationConfig {
   std::optional<DeviceProfile> calibration;
 };
 
-// How the global batch is split across workers, until a policy (a later issue)
-// changes it every iteration.
+// How the global batch is split across workers when no policy (PolicyConfig)
+// re-decides it every iteration.
 struct PlanConfig {
   // equal | proportional (to emulated speeds) | fixed | random (a new uneven split
   // every iteration: for testing that any split trains the same)

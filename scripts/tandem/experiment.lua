@@ -2,16 +2,18 @@
 -- experiment file returns, plus the command line's key=value overrides, into a
 -- complete, validated experiment with its model built.
 --
--- This file is the reference for every key an experiment may hold, its default and
--- its range; the defaults match engine/train/config.hpp. A key not in the schema is
--- an error that names it (and the nearest known key), never a silent default, so a
--- typo cannot quietly train something else; the same holds for model_args keys the
--- model never reads. Settings that must agree with each other (a global batch of at
--- least one sample per worker, a fixed plan that adds up and fits every worker's
--- memory, one entry per worker in every per-worker list) are checked in resolve(),
--- which the launcher runs before it starts any rank: a mistake costs no mpirun.
--- Later capabilities (workers, plan, policy, emulation) add keys by adding entries to
--- M.schema, and the fields they read in engine/script/experiment_loader.cpp.
+-- This file is the one source of truth for every key an experiment may hold, its
+-- kind, its default and its range. engine/script/experiment_fields.cpp names the
+-- ExperimentConfig member (engine/train/config.hpp) each key sets, and
+-- tests/unit/test_schema_agreement.cpp fails when the two disagree on a key, a kind
+-- or a default: a key added to M.schema needs its line there too. A key not in the
+-- schema is an error that names it (and the nearest known key), never a silent
+-- default, so a typo cannot quietly train something else; the same holds for
+-- model_args keys the model never reads. Settings that must agree with each other
+-- (a global batch of at least one sample per worker, a fixed plan that adds up and
+-- fits every worker's memory, one entry per worker in every per-worker list) are
+-- checked in resolve(), which the launcher runs before it starts any rank: a
+-- mistake costs no mpirun.
 --
 -- A table can be given whole on the command line as a Lua table constructor
 -- ('faults={{rank = 1, iteration = 20}}'), evaluated with no globals.

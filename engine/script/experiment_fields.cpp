@@ -1,0 +1,567 @@
+#include "engine/script/experiment_fields.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "engine/core/error.hpp"
+
+namespace tandem {
+
+using nlohmann::json;
+
+namespace {
+
+const char* const kTables = "engine/script/experiment_fields.cpp";
+const char* const kSchema = "scripts/tandem/experiment.lua";
+
+// One key of a schema record, read into S. kind and item are named as the Lua
+// schema names them (number, integer, string, boolean, array, list, record, free),
+// deduced from the member's C++ type where the key sets one member.
+template <typename S>
+struct Field {
+  std::string key, kind, item;  // item: a list's items' kind
+  bool optional = false;        // the Lua default is nil: unset leaves the member's C++ default
+  bool in_schema = true;        // false: a key resolve() adds to the record (source, overrides)
+  // Empty: Lua alone uses the key (resolve() folds it into other keys).
+  std::function<void(const json& value, S& into, const std::string& path)> read;
+  // The member as resolve() would write it, for comparing defaults; empty: no C++
+  // default to compare (the table says why).
+  std::function<json(const S&)> write;
+  // Records and lists of records: compares their own fields.
+  std::function<void(const json& lua_node, const json& resolved, const S& defaults, const std::string& path,
+                     std::vector<std::string>& out)>
+      compare_fields;
+};
+
+template <typename S>
+using Fields = std::vector<Field<S>>;
+
+template <typename T>
+struct is_vector : std::false_type {};
+template <typename T>
+struct is_vector<std::vector<T>> : std::true_type {};
+template <typename T>
+struct is_optional : std::false_type {};
+template <typename T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+template <typename T>
+std::string kind_of() {
+  if constexpr (std::is_same_v<T, bool>) return "boolean";
+  else if constexpr (std::is_integral_v<T>) return "integer";
+  else if constexpr (std::is_floating_point_v<T>) return "number";
+  else if constexpr (std::is_same_v<T, std::string>) return "string";
+  else if constexpr (is_optional<T>::value) return kind_of<typename T::value_type>();
+  else if constexpr (is_vector<T>::value) return "list";
+  else static_assert(sizeof(T) == 0, "no schema kind for this member type");
+}
+
+template <typename T>
+std::string item_kind_of() {
+  if constexpr (is_vector<T>::value) return kind_of<typename T::value_type>();
+  else return "";
+}
+
+// An empty Lua table comes out of lua_to_json as {}: an empty list.
+template <typename T>
+void assign(const json& v, T& member) {
+  if constexpr (is_optional<T>::value) {
+    member = v.get<typename T::value_type>();
+  } else if constexpr (is_vector<T>::value) {
+    member.clear();
+    if (v.is_object() && v.empty()) return;
+    for (const json& x : v) member.push_back(x.get<typename T::value_type>());
+  } else {
+    member = v.get<T>();
+  }
+}
+
+template <typename T>
+json as_json(const T& member) {
+  if constexpr (is_optional<T>::value) return member ? json(*member) : json(nullptr);
+  else return json(member);
+}
+
+// The member reached from s through a chain of member pointers.
+template <typename T>
+T& reach(T& s) {
+  return s;
+}
+template <typename T, typename M, typename... Ms>
+decltype(auto) reach(T& s, M m, Ms... ms) {
+  return reach(s.*m, ms...);
+}
+
+// A key setting one member (through members..., e.g. &ExperimentConfig::optimizer,
+// &OptimizerConfig::lr); optional members and lists may be unset.
+template <typename S, typename... Ms>
+Field<S> at(const char* key, Ms... members) {
+  using T = std::remove_reference_t<decltype(reach(std::declval<S&>(), members...))>;
+  Field<S> f;
+  f.key = key;
+  f.kind = kind_of<T>();
+  f.item = item_kind_of<T>();
+  f.optional = is_optional<T>::value || is_vector<T>::value;
+  f.read = [=](const json& v, S& s, const std::string&) { assign(v, reach(s, members...)); };
+  f.write = [=](const S& s) { return as_json(reach(s, members...)); };
+  return f;
+}
+
+// A key whose Lua default is nil: unset, the member keeps its C++ default.
+template <typename S, typename... Ms>
+Field<S> maybe(const char* key, Ms... members) {
+  Field<S> f = at<S>(key, members...);
+  f.optional = true;
+  return f;
+}
+
+template <typename S>
+Field<S> custom(const char* key, std::string kind, std::string item, bool optional,
+                std::function<void(const json&, S&, const std::string&)> read,
+                std::function<json(const S&)> write) {
+  Field<S> f;
+  f.key = key;
+  f.kind = std::move(kind);
+  f.item = std::move(item);
+  f.optional = optional;
+  f.read = std::move(read);
+  f.write = std::move(write);
+  return f;
+}
+
+// A key resolve() uses and folds into others; C++ reads nothing of it.
+template <typename S>
+Field<S> lua_only(const char* key, std::string kind, std::string item = "", bool optional = true) {
+  return custom<S>(key, std::move(kind), std::move(item), optional, nullptr, nullptr);
+}
+
+// A key resolve() adds beyond the schema, for the record only.
+template <typename S>
+Field<S> resolved_only(const char* key) {
+  Field<S> f = lua_only<S>(key, "");
+  f.in_schema = false;
+  return f;
+}
+
+std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+
+template <typename T>
+void read_fields(const Fields<T>& fields, const json& record, T& into, const std::string& path) {
+  const std::string where = path.empty() ? "the resolved experiment" : "'" + path + "'";
+  TANDEM_CHECK_HINT(record.is_object(), std::string("a bug in ") + kSchema + "'s resolve(): it validates every record",
+                    where, " is ", record.type_name(), ", not a table");
+  for (const auto& [key, value] : record.items()) {
+    bool known = false;
+    for (const Field<T>& f : fields) known = known || f.key == key;
+    if (!known)
+      TANDEM_FAIL_HINT(std::string("add '") + key + "' to the table of '" + (path.empty() ? "experiment" : path) +
+                           "' in " + kTables + " (the member it sets, or lua_only if Lua alone uses it)",
+                       where, " has the key '", join(path, key), "', which no field of ExperimentConfig reads");
+  }
+  for (const Field<T>& f : fields) {
+    const std::string full = join(path, f.key);
+    const bool unset = !record.contains(f.key) || record.at(f.key).is_null();
+    if (unset && !f.optional && f.read)
+      TANDEM_FAIL_HINT(std::string("give '") + full + "' a default in " + kSchema + ", or drop it from " + kTables,
+                       "the resolved experiment has no '", full, "', which ExperimentConfig reads");
+    if (unset || !f.read) continue;
+    try {
+      f.read(record.at(f.key), into, full);
+    } catch (const json::exception& e) {
+      TANDEM_FAIL_HINT(std::string("make the kind of '") + full + "' in " + kSchema + " and its member in " +
+                           "engine/train/config.hpp agree (test_schema_agreement names every such key)",
+                       "'", full, "' = ", record.at(f.key).dump(), " does not fit its ExperimentConfig member: ",
+                       e.what());
+    }
+  }
+}
+
+bool same_value(const json& lua, const json& cpp) {
+  const auto empty = [](const json& j) { return j.is_null() || ((j.is_object() || j.is_array()) && j.empty()); };
+  if (empty(lua) && empty(cpp)) return true;
+  return lua == cpp;
+}
+
+template <typename T>
+void compare_fields(const Fields<T>& fields, const json& lua_node, const json& resolved, const T& defaults,
+                    const std::string& path, std::vector<std::string>& out) {
+  const json lua_fields = lua_node.value("fields", json::object());
+  for (const auto& [key, node] : lua_fields.items()) {
+    bool known = false;
+    for (const Field<T>& f : fields) known = known || (f.in_schema && f.key == key);
+    if (!known) out.push_back(join(path, key) + ": in " + kSchema + ", but in no table of " + kTables);
+  }
+  for (const Field<T>& f : fields) {
+    if (!f.in_schema) continue;
+    const std::string full = join(path, f.key);
+    if (!lua_fields.contains(f.key)) {
+      out.push_back(full + ": in " + kTables + ", but not in " + kSchema);
+      continue;
+    }
+    const json& node = lua_fields.at(f.key);
+    const std::string lua_kind = node.value("kind", "");
+    if (lua_kind != f.kind) out.push_back(full + ": a " + lua_kind + " in " + kSchema + ", a " + f.kind + " in C++");
+    if (lua_kind == "list") {
+      const std::string lua_item = node.contains("item") ? node.at("item").value("kind", "") : "";
+      if (lua_item != f.item)
+        out.push_back(full + ": a list of " + lua_item + " in " + kSchema + ", of " + f.item + " in C++");
+    }
+    const bool lua_optional =
+        lua_kind != "record" && !node.contains("default") && !node.value("required", false);
+    if (lua_kind != "record" && lua_optional != f.optional)
+      out.push_back(full + (lua_optional ? ": may be unset in " : ": has a default in ") + kSchema + ", but " +
+                    (f.optional ? "may be unset in C++" : "is always read in C++"));
+    const json value = resolved.is_object() && resolved.contains(f.key) ? resolved.at(f.key) : json();
+    if (f.compare_fields) {
+      f.compare_fields(node, value, defaults, full, out);
+    } else if (f.write && !f.optional) {  // a key Lua leaves unset has no default to compare
+      const json cpp = f.write(defaults);
+      if (!same_value(value, cpp))
+        out.push_back(full + ": default " + value.dump() + " in " + kSchema + ", " + cpp.dump() +
+                      " in ExperimentConfig");
+    }
+  }
+}
+
+// A record read into the member reached through members... (none: into S itself,
+// for a Lua record whose keys C++ keeps elsewhere).
+template <typename S, typename Sub, typename... Ms>
+Field<S> record(const char* key, Fields<Sub> fields, Ms... members) {
+  Field<S> f;
+  f.key = key;
+  f.kind = "record";
+  f.read = [=](const json& v, S& s, const std::string& path) { read_fields(fields, v, reach(s, members...), path); };
+  f.compare_fields = [=](const json& node, const json& resolved, const S& defaults, const std::string& path,
+                         std::vector<std::string>& out) {
+    compare_fields(fields, node, resolved, reach(defaults, members...), path, out);
+  };
+  return f;
+}
+
+// A record read into a fresh Sub that store() then files (an optional profile);
+// load() gives the Sub a default S holds, for comparing defaults.
+template <typename S, typename Sub>
+Field<S> record_as(const char* key, Fields<Sub> fields, std::function<void(S&, Sub)> store,
+                   std::function<Sub(const S&)> load) {
+  Field<S> f;
+  f.key = key;
+  f.kind = "record";
+  f.read = [=](const json& v, S& s, const std::string& path) {
+    Sub sub;
+    read_fields(fields, v, sub, path);
+    store(s, std::move(sub));
+  };
+  f.compare_fields = [=](const json& node, const json& resolved, const S& defaults, const std::string& path,
+                         std::vector<std::string>& out) { compare_fields(fields, node, resolved, load(defaults), path, out); };
+  return f;
+}
+
+// A list of records, read into the vector reached through members...; its
+// defaults are compared on the first entry of each side.
+template <typename S, typename Item, typename... Ms>
+Field<S> records(const char* key, Fields<Item> fields, Ms... members) {
+  Field<S> f;
+  f.key = key;
+  f.kind = "list";
+  f.item = "record";
+  f.optional = true;
+  f.read = [=](const json& v, S& s, const std::string& path) {
+    std::vector<Item>& list = reach(s, members...);
+    list.clear();
+    if (v.is_object() && v.empty()) return;
+    for (size_t i = 0; i < v.size(); ++i) {
+      Item item;
+      read_fields(fields, v.at(i), item, path + "[" + std::to_string(i + 1) + "]");
+      list.push_back(std::move(item));
+    }
+  };
+  f.compare_fields = [=](const json& node, const json& resolved, const S& defaults, const std::string& path,
+                         std::vector<std::string>& out) {
+    const std::vector<Item>& list = reach(defaults, members...);
+    if (!resolved.is_array() || resolved.empty() || list.empty()) {
+      out.push_back(path + ": no entry on each side to compare its defaults with (give one empty entry)");
+      return;
+    }
+    compare_fields(fields, node.value("item", json::object()), resolved.at(0), list.front(), path + "[1]", out);
+  };
+  return f;
+}
+
+// --- The model: resolve() replaces the model's name with the model it built.
+
+Shape to_shape(const json& j) {
+  Shape s;
+  for (const auto& d : j) s.push_back(d.get<int64_t>());
+  return s;
+}
+
+const json& member_of(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key))
+    TANDEM_FAIL_HINT(std::string("a bug in ") + kSchema + "'s build_model(): it returns {name, file, input, classes, "
+                         "layers}",
+                     "the resolved model has no '", where, key, "'");
+  return j.at(key);
+}
+
+LayerSpec to_layer(const json& l) {
+  LayerSpec ls;
+  ls.type = member_of(l, "type", "model.layers[].").get<std::string>();
+  ls.where = l.value("where", std::string("?"));
+  const json& args = member_of(l, "args", "model.layers[].");
+  if (args.is_object())
+    for (const auto& [k, v] : args.items()) ls.args[k] = v.get<double>();
+  for (const auto& [key, list] : {std::pair<const char*, std::vector<LayerSpec>*>{"body", &ls.body},
+                                  {"shortcut", &ls.shortcut}})
+    if (l.contains(key) && l.at(key).is_array())
+      for (const auto& sub : l.at(key)) list->push_back(to_layer(sub));
+  return ls;
+}
+
+ModelSpec to_model(const json& m) {
+  ModelSpec spec;
+  spec.name = member_of(m, "name", "model.").get<std::string>();
+  spec.input = to_shape(member_of(m, "input", "model."));
+  spec.classes = member_of(m, "classes", "model.").get<int>();
+  for (const auto& l : member_of(m, "layers", "model.")) spec.layers.push_back(to_layer(l));
+  return spec;
+}
+
+// --- The tables, one per record of the Lua schema, in its order.
+
+using E = ExperimentConfig;
+
+Fields<DataConfig> data_fields() {
+  using D = DataConfig;
+  Field<D> shape = at<D>("shape", &D::shape);
+  shape.kind = "array";  // a non-empty list of positive integers
+  shape.item = "";
+  shape.optional = false;
+  return {at<D>("name", &D::name),          at<D>("dir", &D::dir),
+          shape,                             at<D>("classes", &D::classes),
+          at<D>("train_size", &D::train_size), at<D>("test_size", &D::test_size),
+          at<D>("seed", &D::seed)};
+}
+
+Fields<ScheduleConfig> schedule_fields() {
+  using S = ScheduleConfig;
+  return {at<S>("kind", &S::kind), at<S>("warmup_iterations", &S::warmup_iterations),
+          at<S>("step_epochs", &S::step_epochs), at<S>("gamma", &S::gamma), at<S>("min_lr", &S::min_lr)};
+}
+
+Fields<StopConfig> stop_fields() {
+  using S = StopConfig;
+  return {at<S>("epochs", &S::epochs), at<S>("target_accuracy", &S::target_accuracy),
+          at<S>("max_iterations", &S::max_iterations), at<S>("max_seconds", &S::max_seconds)};
+}
+
+Fields<SimConfig> sim_fields() {
+  using S = SimConfig;
+  return {at<S>("noise", &S::noise),           at<S>("noise_distribution", &S::noise_distribution),
+          at<S>("seed", &S::seed),             at<S>("latency_us", &S::latency_us),
+          at<S>("bandwidth_gb_s", &S::bandwidth_gb_s), at<S>("trace_every", &S::trace_every)};
+}
+
+Fields<CheckpointConfig> checkpoint_fields() {
+  using C = CheckpointConfig;
+  return {at<C>("every", &C::every), at<C>("every_s", &C::every_s), at<C>("keep", &C::keep),
+          at<C>("final", &C::final)};
+}
+
+Fields<FaultConfig> fault_fields() {
+  using F = FaultConfig;
+  return {at<F>("rank", &F::rank), at<F>("iteration", &F::iteration), at<F>("kind", &F::kind),
+          at<F>("during", &F::during)};
+}
+
+Fields<PlanConfig> plan_fields() {
+  using P = PlanConfig;
+  return {at<P>("kind", &P::kind), at<P>("batches", &P::batches)};
+}
+
+// The Lua schema's `sync` record: C++ keeps the sync plan in plan.sync and the
+// parameter server's slow momentum with the optimizer.
+Fields<E> sync_fields() {
+  using Sync = PlanConfig::Sync;
+  return {at<E>("mode", &E::plan, &PlanConfig::sync, &Sync::mode),
+          at<E>("groups", &E::plan, &PlanConfig::sync, &Sync::groups),
+          at<E>("k", &E::plan, &PlanConfig::sync, &Sync::k),
+          at<E>("local_steps", &E::plan, &PlanConfig::sync, &Sync::local_steps),
+          at<E>("staleness", &E::plan, &PlanConfig::sync, &Sync::staleness),
+          at<E>("sync_every", &E::plan, &PlanConfig::sync, &Sync::sync_every),
+          at<E>("slow_momentum", &E::optimizer, &OptimizerConfig::slow_momentum)};
+}
+
+Fields<PolicyConfig> policy_fields() {
+  using P = PolicyConfig;
+  return {maybe<P>("file", &P::file),
+          custom<P>(
+              "params", "free", "", false, [](const json& v, P& p, const std::string&) { p.params_json = v.dump(); },
+              [](const P& p) { return json::parse(p.params_json); }),
+          at<P>("budget_ms", &P::budget_ms),
+          at<P>("memory_mb", &P::memory_mb),
+          at<P>("max_failures", &P::max_failures),
+          at<P>("history", &P::history),
+          at<P>("watch", &P::watch),
+          at<P>("min_batch", &P::min_batch),
+          at<P>("max_batch", &P::max_batch)};
+}
+
+// A measured curve: kept only when it has points.
+Fields<DeviceProfile> profile_fields() {
+  using P = DeviceProfile;
+  return {at<P>("batch", &P::batch), at<P>("ms", &P::ms)};
+}
+
+Fields<WorkerEmulation> emulated_worker_fields() {
+  using W = WorkerEmulation;
+  return {maybe<W>("speed", &W::speed),
+          record_as<W, DeviceProfile>(
+              "profile", profile_fields(),
+              [](W& w, DeviceProfile p) {
+                if (!p.batch.empty() || !p.ms.empty()) w.profile = std::move(p);
+              },
+              [](const W& w) { return w.profile.value_or(DeviceProfile{}); }),
+          maybe<W>("comm_delay_ms", &W::comm_delay_ms),
+          // With emulation.memory, resolve() turns it into the worker's policy.max_batch.
+          lua_only<W>("memory_mb", "number")};
+}
+
+Fields<SlowdownEvent> event_fields() {
+  using S = SlowdownEvent;
+  return {at<S>("worker", &S::worker), at<S>("speed", &S::speed), at<S>("from", &S::from), maybe<S>("to", &S::to)};
+}
+
+// {min, max} in the experiment, two members in C++.
+template <typename T>
+Field<RandomSlowdowns> range(const char* key, T RandomSlowdowns::*min, T RandomSlowdowns::*max) {
+  return custom<RandomSlowdowns>(
+      key, "list", kind_of<T>(), true,
+      [=](const json& v, RandomSlowdowns& r, const std::string&) {
+        if (v.is_array() && v.size() == 2) {
+          r.*min = v.at(0).get<T>();
+          r.*max = v.at(1).get<T>();
+        }
+      },
+      [=](const RandomSlowdowns& r) { return json::array({r.*min, r.*max}); });
+}
+
+Fields<RandomSlowdowns> random_fields() {
+  using R = RandomSlowdowns;
+  return {at<R>("probability", &R::probability), range<int64_t>("duration", &R::min_duration, &R::max_duration),
+          range<double>("speed", &R::min_speed, &R::max_speed), at<R>("seed", &R::seed)};
+}
+
+// Shorthand per-worker lists (speeds, comm_delay_ms), folded into one entry per
+// worker; read after `workers`, which the table lists first.
+Field<EmulationConfig> per_worker(const char* key, double WorkerEmulation::*member) {
+  return custom<EmulationConfig>(
+      key, "list", "number", true,
+      [=](const json& v, EmulationConfig& c, const std::string&) {
+        std::vector<double> values;
+        assign(v, values);
+        if (c.workers.size() < values.size()) c.workers.resize(values.size());
+        for (size_t i = 0; i < values.size(); ++i) c.workers[i].*member = values[i];
+      },
+      [](const EmulationConfig&) { return json(); });  // C++ keeps them in workers
+}
+
+Fields<EmulationConfig> emulation_fields() {
+  using C = EmulationConfig;
+  return {maybe<C>("enabled", &C::enabled),  // resolve() sets it: whether any other key is
+          at<C>("reference", &C::reference),
+          records<C, WorkerEmulation>("workers", emulated_worker_fields(), &C::workers),
+          per_worker("speeds", &WorkerEmulation::speed),
+          per_worker("comm_delay_ms", &WorkerEmulation::comm_delay_ms),
+          // The model's memory by batch: resolve() turns workers' memory_mb into policy.max_batch with it.
+          lua_only<C>("memory", "record"),
+          records<C, SlowdownEvent>("events", event_fields(), &C::events),
+          record<C, RandomSlowdowns>("random", random_fields(), &C::random),
+          maybe<C>("speed_trace", &C::speed_trace),
+          record_as<C, DeviceProfile>(
+              "calibration", {at<DeviceProfile>("batch", &DeviceProfile::batch),
+                              at<DeviceProfile>("ms", &DeviceProfile::ms),
+                              at<DeviceProfile>("host_ms", &DeviceProfile::host_ms)},
+              [](C& c, DeviceProfile p) {
+                if (p.batch.empty() && p.ms.empty()) return;
+                TANDEM_CHECK_HINT(p.batch.size() == p.ms.size(), "copy both lists from a run's calibration.json",
+                                  "emulation.calibration has ", p.batch.size(), " batches but ", p.ms.size(),
+                                  " times");
+                TANDEM_CHECK_HINT(p.host_ms.empty() || p.host_ms.size() == p.batch.size(),
+                                  "copy the lists from a run's calibration.json", "emulation.calibration has ",
+                                  p.batch.size(), " batches but ", p.host_ms.size(), " host times");
+                c.calibration = std::move(p);
+              },
+              [](const C& c) { return c.calibration.value_or(DeviceProfile{}); })};
+}
+
+Fields<E> experiment_fields() {
+  return {
+      // resolve() names the run after its file when the experiment does not.
+      custom<E>(
+          "name", "string", "", true, [](const json& v, E& c, const std::string&) { c.name = v.get<std::string>(); },
+          nullptr),
+      // Required, so no default; resolve() replaces the name with the model it built.
+      custom<E>(
+          "model", "string", "", false, [](const json& v, E& c, const std::string&) { c.model = to_model(v); },
+          nullptr),
+      // Given to the model's function in resolve(); the built model carries its effect.
+      lua_only<E>("model_args", "free", "", false),
+      record<E, DataConfig>("data", data_fields(), &E::data),
+      at<E>("global_batch", &E::global_batch),
+      at<E>("optimizer", &E::optimizer, &OptimizerConfig::name),
+      at<E>("lr", &E::optimizer, &OptimizerConfig::lr),
+      at<E>("momentum", &E::optimizer, &OptimizerConfig::momentum),
+      at<E>("weight_decay", &E::optimizer, &OptimizerConfig::weight_decay),
+      at<E>("nesterov", &E::optimizer, &OptimizerConfig::nesterov),
+      record<E, ScheduleConfig>("schedule", schedule_fields(), &E::schedule),
+      record<E, StopConfig>("stop", stop_fields(), &E::stop),
+      at<E>("eval_every", &E::eval_every),
+      at<E>("log_every", &E::log_every),
+      at<E>("eval_batch", &E::eval_batch),
+      at<E>("seed", &E::seed),
+      at<E>("blas_threads", &E::blas_threads),
+      at<E>("device", &E::device, &DeviceConfig::kind),
+      at<E>("devices", &E::device, &DeviceConfig::per_worker),
+      at<E>("tf32", &E::device, &DeviceConfig::tf32),
+      at<E>("log_level", &E::log_level),
+      at<E>("out_dir", &E::out_dir),
+      record<E, SimConfig>("sim", sim_fields(), &E::sim),
+      at<E>("console", &E::console),
+      at<E>("save_params", &E::save_params),
+      at<E>("workers", &E::workers),
+      at<E>("collective_timeout_s", &E::collective_timeout_s),
+      record<E, CheckpointConfig>("checkpoint", checkpoint_fields(), &E::checkpoint),
+      at<E>("max_nonfinite_steps", &E::max_nonfinite_steps),
+      records<E, FaultConfig>("faults", fault_fields(), &E::faults),
+      record<E, PlanConfig>("plan", plan_fields(), &E::plan),
+      record<E, E>("sync", sync_fields()),
+      record<E, PolicyConfig>("policy", policy_fields(), &E::policy),
+      record<E, EmulationConfig>("emulation", emulation_fields(), &E::emulation),
+      resolved_only<E>("source"),
+      resolved_only<E>("overrides"),
+  };
+}
+
+}  // namespace
+
+ExperimentConfig config_from_resolved(json& resolved) {
+  ExperimentConfig c;
+  read_fields(experiment_fields(), resolved, c, "");
+  // Unset optional keys are written as null, so config.json shows every key.
+  json& stop = resolved.at("stop");
+  for (const char* k : {"target_accuracy", "max_iterations", "max_seconds"})
+    if (!stop.contains(k)) stop[k] = nullptr;
+  return c;
+}
+
+std::vector<std::string> schema_disagreements(const json& lua_schema, const json& resolved,
+                                              const ExperimentConfig& defaults) {
+  std::vector<std::string> out;
+  compare_fields(experiment_fields(), lua_schema, resolved, defaults, "", out);
+  return out;
+}
+
+}  // namespace tandem

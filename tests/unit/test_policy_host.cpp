@@ -308,12 +308,15 @@ BOOST_AUTO_TEST_CASE(a_call_that_never_returns_is_abandoned) {
   BOOST_TEST(!decide(host, 0, r).has_value());
   const double waited = now_ms() - start;
   BOOST_TEST(r.event == "hung");
-  BOOST_TEST(waited < 5.0 * kBudgetMs + 700.0);
-  // From now on nothing is asked and nothing waited for.
-  const double again = now_ms();
+  // Abandoned at the hard limit (5 x budget + 500 ms), not waited out: the call
+  // takes 2 s. The margin is for a loaded machine waking this thread late.
+  BOOST_TEST(waited < 1500.0);
+  // From now on nothing is asked and nothing waited for: collect returns at once
+  // (its wait_ms is 0), whatever the scheduler does to this thread meanwhile.
   BOOST_TEST(!decide(host, 1, r).has_value());
   BOOST_TEST(r.event == "hung");
-  BOOST_TEST(now_ms() - again < 10.0);
+  BOOST_TEST(r.wait_ms == 0.0);
+  BOOST_TEST(r.cost_ms == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(hot_swap_by_file_change_hands_over_state) {

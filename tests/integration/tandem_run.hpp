@@ -34,6 +34,38 @@ inline std::string quickstart() { return std::string(TANDEM_SOURCE_DIR) + "/scri
 // The overrides every run here shares: small model, no evaluations, quiet.
 inline const char* const kSmall = " model_args.hidden=64 eval_every=100000 stop.target_accuracy=1 log_level=warn";
 
+// A machine calibration given instead of measured at start-up: forward + backward
+// take kCalibrationFixedMs + kCalibrationPerSampleMs a sample, about 40 times what
+// the 64-unit MLP really takes here. An emulated worker's step is stretched to this
+// time (over reference x speed), and a real step only shows through when it outlasts
+// that, so on a loaded machine a step preempted for tens of ms still records its
+// emulated time: compute_ms becomes a pure function of local batch and speed, and
+// so do the plans a policy derives from it.
+constexpr double kCalibrationFixedMs = 2.0;
+constexpr double kCalibrationPerSampleMs = 0.1;
+inline std::string fixed_calibration_ms() {  // at batches 1 and 256
+  const auto ms = [](int b) { return std::to_string(kCalibrationFixedMs + kCalibrationPerSampleMs * b); };
+  return ms(1) + "," + ms(256);
+}
+// As command-line overrides, and as the field of an experiment's emulation table.
+inline std::string fixed_calibration() {
+  return " emulation.calibration.batch=1,256 emulation.calibration.ms=" + fixed_calibration_ms() +
+         " emulation.calibration.host_ms=0.1,0.1";
+}
+inline std::string fixed_calibration_lua() {
+  return "calibration = { batch = { 1, 256 }, ms = { " + fixed_calibration_ms() + " }, host_ms = { 0.1, 0.1 } }";
+}
+// The compute_ms fixed_calibration() gives a worker at `speed` on a reference device
+// of `reference` cores.
+inline double emulated_compute_ms(double local_batch, double speed, double reference) {
+  return (kCalibrationFixedMs + kCalibrationPerSampleMs * local_batch) / (reference * speed);
+}
+
+// For runs with a policy whose time budget is not what they test: a loaded machine
+// can hold even a trivial call past the default 50 ms, which counts as a failure and
+// changes the plan sequence. (The budget itself: tests/unit/test_policy_host.cpp.)
+inline const char* const kPatientPolicy = " policy.budget_ms=2000";
+
 struct RunResult {
   int status = -1;    // exit status, -1 when killed by a signal
   double seconds = 0; // wall time of the whole command

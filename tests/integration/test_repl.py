@@ -8,10 +8,13 @@ the prompt answers and stop() ends the run.
 
 usage: test_repl.py TANDEM_BINARY SCRATCH_DIR
 """
+import atexit
 import json
 import os
 import pty
 import select
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +25,31 @@ TANDEM, SCRATCH = sys.argv[1], sys.argv[2]
 EXPERIMENT = "scripts/experiments/quickstart.lua"
 COMMON = ["model_args.hidden=64", "global_batch=128", "stop.max_iterations=100000", "stop.epochs=1000",
           "stop.target_accuracy=1", "eval_every=100000", "log_level=warn", "device=cpu"]
+
+# A fixed calibration (10 ms + 0.1 ms a sample, dozens of times this model's real
+# compute): the emulated times, not this machine's load, decide that worker 1 is the
+# straggler and what the proportional policy plans. Stretching the measured
+# calibration (tenths of a ms) at reference 0.5, a loaded core could outlast both
+# workers' emulated times alike, and neither would show.
+CAL = ["emulation.calibration.batch=1,128", "emulation.calibration.ms=10.1,22.8",
+       "emulation.calibration.host_ms=0.1,0.1"]
+# How long a job may take to start (mpirun, the data, the calibration): over a minute
+# on a loaded 2-core machine. Waits bounded by it end as soon as what they wait for
+# shows, so only a hang ever waits it out.
+START_S = 240
+# The process groups of the jobs and terminals started here: whatever ends this
+# script (a failed check, a time-out) ends them too, so that a failure leaves no job
+# running on to load the machine and write into the next attempt's run directory.
+STARTED = []
+
+
+@atexit.register
+def end_started():
+    for pgid in STARTED:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass  # ended already
 
 
 def fail(msg):
@@ -37,6 +65,7 @@ class Terminal:
         if self.pid == 0:
             os.environ["TERM"] = "dumb"
             os.execv(argv[0], argv)
+        STARTED.append(self.pid)  # pty.fork made it a session (and group) leader
         self.seen = ""
 
     def expect(self, text, timeout=30):
@@ -87,22 +116,24 @@ def plans(run_dir):
 
 def attach_scenario():
     run_dir = os.path.join(SCRATCH, "attached")
+    shutil.rmtree(run_dir, ignore_errors=True)
     job = subprocess.Popen([TANDEM, "run", EXPERIMENT, "--workers", "2", "--out", run_dir, "policy.file=equal",
-                            "emulation.speeds=1,0.5", "emulation.reference=0.5"] + COMMON,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            "emulation.speeds=1,0.5", "emulation.reference=0.5"] + CAL + COMMON,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    STARTED.append(job.pid)
     sock = os.path.join(run_dir, "repl.sock")
-    for _ in range(600):
-        if os.path.exists(sock):
-            break
+    end = time.time() + START_S
+    while not os.path.exists(sock) and job.poll() is None and time.time() < end:
         time.sleep(0.05)
-    else:
-        fail("the job made no console socket")
+    if not os.path.exists(sock):
+        job.kill()
+        fail(f"the job made no console socket:\n{job.communicate()[0].decode()[-2000:]}")
     mode = os.stat(sock).st_mode & 0o777
     if mode != 0o600:
         fail(f"the socket is mode {oct(mode)}, not owner-only 0600")
 
     term = Terminal([TANDEM, "attach", run_dir])
-    term.expect("tandem console:", timeout=60)
+    term.expect("tandem console:", timeout=START_S)
     term.expect("tandem> ")
     # Until an iteration has finished (the greeting comes at start-up) and shows the
     # straggler: the first iterations' real compute (cold caches, a loaded machine)
@@ -130,14 +161,15 @@ def attach_scenario():
         fail("tandem attach did not exit 0 after Ctrl-D")
 
     # Another client: the plan has changed; stop the job.
-    for _ in range(200):
+    end = time.time() + START_S
+    while time.time() < end:
         if "[64, 64]" not in socket_command(sock, "plan()"):
             break
         time.sleep(0.1)
     else:
         fail("the plan never changed after swap('proportional')")
     socket_command(sock, "stop()")
-    out, _ = job.communicate(timeout=60)
+    out, _ = job.communicate(timeout=START_S)
     if job.returncode != 0:
         fail(f"the job exited {job.returncode}:\n{out.decode()[-2000:]}")
     rows = plans(run_dir)
@@ -158,8 +190,9 @@ def attach_scenario():
 def repl_scenario(workers):
     """One worker: the prompt runs beside training in the same process; two: beside mpirun."""
     run_dir = os.path.join(SCRATCH, f"repl{workers}")
+    shutil.rmtree(run_dir, ignore_errors=True)
     term = Terminal([TANDEM, "run", EXPERIMENT, "--repl", "--workers", str(workers), "--out", run_dir] + COMMON)
-    term.expect("tandem> ", timeout=120)
+    term.expect("tandem> ", timeout=START_S)
     term.send("plan()\n")
     term.expect("[128]" if workers == 1 else "[64, 64]")
     term.send(f"status().workers == {workers}\n")

@@ -115,7 +115,8 @@ return P
 BOOST_AUTO_TEST_CASE(switching_modes_at_every_decision_is_safe) {
   const std::string policy = scratch().write("modes.lua", kModes);
   require_ok(run_tandem("switching", quickstart(),
-                        " --workers 4 global_batch=128 stop.max_iterations=80 eval_every=40 policy.file=" + policy));
+                        " --workers 4 global_batch=128 stop.max_iterations=80 eval_every=40 policy.file=" + policy +
+                            kPatientPolicy));
   std::set<std::string> seen;
   int64_t covered = 0;
   const int64_t pushed = pushes_in_trace("switching", &covered);

@@ -57,8 +57,8 @@ std::string policy(const std::string& step_body, const std::string& extra = "") 
          step_body + "\nend\nreturn P\n";
 }
 
-// budget_ms: the memory cases get a long one, so that a loaded machine cannot turn
-// "out of memory" into "out of time".
+// budget_ms: the recursion and memory cases get a long one, so that a loaded machine
+// cannot turn "stack overflow" or "out of memory" into "out of time".
 PolicyFailure::Kind step_failure(const std::string& file, double* elapsed_ms = nullptr, double budget_ms = kBudgetMs) {
   PolicySandbox box(file, {budget_ms, 32.0});
   box.init(cluster());
@@ -206,8 +206,8 @@ BOOST_AUTO_TEST_CASE(a_solve_asked_for_no_time_limit_still_stops_at_the_budget) 
 
 BOOST_AUTO_TEST_CASE(endless_recursion_and_allocation_fail_cleanly) {
   TempDir dir("policy-limits");
-  BOOST_TEST(step_failure(dir.write("r.lua", policy("local function f(n) return 1 + f(n + 1) end\nreturn f(1)"))) ==
-             PolicyFailure::Error);
+  BOOST_TEST(step_failure(dir.write("r.lua", policy("local function f(n) return 1 + f(n + 1) end\nreturn f(1)")), nullptr,
+                          5000.0) == PolicyFailure::Error);
   BOOST_TEST(step_failure(dir.write("m.lua", policy("local t = {}\nwhile true do t[#t + 1] = ('x'):rep(100000) .. #t end")), nullptr, 5000.0) ==
              PolicyFailure::Memory);
   BOOST_TEST(step_failure(dir.write("big.lua", policy("return ('x'):rep(2 ^ 30)")), nullptr, 5000.0) == PolicyFailure::Memory);
@@ -308,12 +308,15 @@ BOOST_AUTO_TEST_CASE(a_call_that_never_returns_is_abandoned) {
   BOOST_TEST(!decide(host, 0, r).has_value());
   const double waited = now_ms() - start;
   BOOST_TEST(r.event == "hung");
-  BOOST_TEST(waited < 5.0 * kBudgetMs + 700.0);
-  // From now on nothing is asked and nothing waited for.
-  const double again = now_ms();
+  // Abandoned at the hard limit (5 x budget + 500 ms), not waited out: the call
+  // takes 2 s. The margin is for a loaded machine waking this thread late.
+  BOOST_TEST(waited < 1500.0);
+  // From now on nothing is asked and nothing waited for: collect returns at once
+  // (its wait_ms is 0), whatever the scheduler does to this thread meanwhile.
   BOOST_TEST(!decide(host, 1, r).has_value());
   BOOST_TEST(r.event == "hung");
-  BOOST_TEST(now_ms() - again < 10.0);
+  BOOST_TEST(r.wait_ms == 0.0);
+  BOOST_TEST(r.cost_ms == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(hot_swap_by_file_change_hands_over_state) {

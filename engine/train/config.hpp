@@ -119,7 +119,7 @@ struct DeviceConfig {
 // profiles, events, random slowdowns, speed trace) over the machine calibration.
 struct SimConfig {
   double noise = 0.0;              // spread of a mean-1 multiplier on every compute time
-  std::string noise_distribution = "lognormal";  // lognormal | normal | uniform | spikes (see simulator.cpp)
+  std::string noise_distribution = "lognormal";  // lognormal | normal | uniform | spikes (see sim/compute_model.cpp)
   uint64_t seed = 1;
   double latency_us = 5.0;       // per message of the ring all-reduce
   double bandwidth_gb_s = 10.0;  // per link

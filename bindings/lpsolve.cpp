@@ -40,7 +40,7 @@
 //   m:set_rhs(row, value), m:set_coef(row, col, value), m:write_lp() -> string, m:free()
 #include "bindings/lpsolve.hpp"
 
-#include "engine/script/policy_sandbox.hpp"
+#include "bindings/call_deadline.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -493,8 +493,9 @@ int l_solve(lua_State* L) {
   // matrix and corrupts the heap.
   leave_row_mode(m);
   const double start = monotonic_s();
-  // Inside a policy call, its budget bounds the solve too (monotonic clock = now_ms()'s).
-  m->deadline = std::fmin(start + limit, tandem::policy_call_deadline_ms() / 1e3);  // +inf stays +inf
+  // Inside a budgeted call (a policy's, a console command's), its budget bounds the
+  // solve too (monotonic clock = now_ms()'s).
+  m->deadline = std::fmin(start + limit, tandem::call_deadline_ms() / 1e3);  // +inf stays +inf
   m->timed_out = 0;
   const int columns = get_Ncolumns(m->lp);
   const int code = columns > 0 ? ::solve(m->lp) : solve_empty(m->lp);

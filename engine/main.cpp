@@ -40,7 +40,6 @@
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/emulation/calibration.hpp"
 #include "engine/train/step.hpp"
-#include "kernels/cpu/gemm.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_state.hpp"
 #include "engine/script/lua_test_runner.hpp"
@@ -150,7 +149,7 @@ int cmd_sim(const std::vector<std::string>& args) {
   options_as_overrides(line, &line.overrides);
   const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
   tandem::log::set_level(cfg.log_level);
-  tandem::cpu::set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
+  tandem::cpu_device().set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   // This machine's compute for the model is the emulation's reference: given by the
   // experiment (a real run's calibration.json), or measured now, as a real run does.
   auto data = tandem::make_dataset(cfg.data, /*train=*/true);
@@ -186,9 +185,9 @@ int cmd_profile(const std::vector<std::string>& args) {
   const std::string out = line["--out"];  // a file here, not the run directory
   const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
   tandem::log::set_level(cfg.log_level);
-  tandem::cpu::set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   const tandem::DeviceChoice device = tandem::choose_device(cfg.device, 0);
   tandem::Device& dev = *device.device;
+  dev.set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   auto data = tandem::make_dataset(cfg.data, /*train=*/true);
   tandem::GlobalSampler sampler(data->size(), cfg.global_batch, cfg.seed);
   tandem::Model model(dev, cfg.model, cfg.seed);

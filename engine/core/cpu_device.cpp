@@ -28,6 +28,7 @@ class CpuDevice final : public Device {
 public:
   DeviceKind kind() const override { return DeviceKind::cpu; }
   std::string name() const override { return "cpu"; }
+  void set_blas_threads(int threads) override { cpu::set_blas_threads(threads); }
 
   float* allocate(size_t count) override {
     const size_t bytes = ((count * sizeof(float) + 63) / 64) * 64;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/normalize.cuh"
 #include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/softmax_xent.cuh"
+#include "kernels/cpu/gemm.hpp"
 
 namespace tandem {
 
@@ -96,6 +97,10 @@ public:
 
   DeviceKind kind() const override { return DeviceKind::cuda; }
   std::string name() const override { return name_; }
+  // cuBLAS has no thread count; the host BLAS does, and a GPU rank still computes on
+  // the host (the CPU device's ops it calls, a parameter server's updates), sharing
+  // the host's cores with the other ranks.
+  void set_blas_threads(int threads) override { cpu::set_blas_threads(threads); }
   cudaStream_t stream() const { return stream_; }
   int ordinal() const { return ordinal_; }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The Device interface: memory and every compute op a layer needs. Layers talk only to
-// this interface, so the CUDA device (a later backend) plugs in without touching them.
+// this interface, so the CPU and the CUDA device are interchangeable beneath them.
 // Ops take raw float pointers plus sizes: the layer owns shapes and the device owns
 // where the numbers live. Tensors are row-major; images are NCHW.
 #include <cstddef>
@@ -8,12 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "kernels/activation.hpp"  // which activation a fused bias+activation op applies
+
 namespace tandem {
 
 enum class DeviceKind { cpu, cuda };
-
-// Which activation a fused bias+activation op applies.
-enum class Activation { none, relu };
 
 // Convolution geometry over NCHW: square kernel, the same padding on every side.
 struct ConvShape {
@@ -40,6 +39,9 @@ public:
   // device queues them on a stream); host reads through copy_to_host and the ops that
   // return a number (softmax_xent, the batchnorm sums) synchronise by themselves.
   virtual void synchronize() {}
+  // Threads the host BLAS (OpenBLAS) may use for this worker's CPU work. One per rank
+  // unless asked (DESIGN.md, Pitfalls): ranks share the host's cores.
+  virtual void set_blas_threads(int threads) = 0;
 
   // Host-side staging for data loading: memory the device can copy from while it
   // computes (pinned memory on a GPU; plain host memory here).

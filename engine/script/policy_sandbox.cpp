@@ -3,55 +3,19 @@
 #include <luajit.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/clock.hpp"
+#include "engine/script/budget.hpp"
 #include "engine/script/lua_state.hpp"
+#include "engine/train/worker_stats_fields.hpp"
 
 namespace tandem {
 
 namespace {
-
-// The deadline of the call running on this thread; the hook reads it. A sandbox
-// state is only ever driven by one thread at a time, and a thread runs one call at
-// a time, so one slot per thread suffices (a hot swap's old and new policy take
-// turns on the policy thread).
-struct CallClock {
-  double deadline_ms = 0.0;
-  double budget_ms = 0.0;
-  bool expired = false;
-};
-thread_local CallClock* t_clock = nullptr;
-
-constexpr int kHookEvery = 256;  // VM instructions between two looks at the clock
-
-void budget_hook(lua_State* L, lua_Debug*) {
-  CallClock* clock = t_clock;
-  if (!clock || now_ms() <= clock->deadline_ms) return;
-  clock->expired = true;
-  // From now on every instruction raises, so a policy that pcalls its way around
-  // the first error meets the next one at once.
-  lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
-  luaL_error(L, "interrupted: the call ran past its time budget of %.1f ms (policy.budget_ms)", clock->budget_ms);
-}
-
-struct ClockScope {
-  CallClock clock;
-  CallClock* saved;
-  lua_State* L;
-  ClockScope(lua_State* state, double budget_ms) : saved(t_clock), L(state) {
-    clock.budget_ms = budget_ms;
-    clock.deadline_ms = now_ms() + budget_ms;
-    t_clock = &clock;
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, kHookEvery);
-  }
-  ~ClockScope() {
-    t_clock = saved;
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, kHookEvery);
-  }
-};
 
 // Raises for the functions a policy must not reach: ones that would switch the
 // budget off (the JIT, the hook) or end the process.
@@ -231,20 +195,8 @@ int build_stats(lua_State* L) {
       lua_pushstring(L, (*a.devices)[i].c_str());
       lua_setfield(L, -2, "device");
     }
-    set_number(L, "local_batch", static_cast<double>(w.local_batch));
-    set_number(L, "compute_ms", w.compute_ms);
-    set_number(L, "comm_ms", w.comm_ms);
-    set_number(L, "idle_ms", w.idle_ms);
-    set_number(L, "data_ms", w.data_ms);
-    set_number(L, "optimizer_ms", w.optimizer_ms);
-    set_number(L, "step_ms", w.step_ms);
-    set_number(L, "samples_per_s", w.samples_per_s);
-    set_number(L, "memory_mb", w.memory_mb);
-    set_number(L, "steps", static_cast<double>(w.steps));
-    set_number(L, "grad_sq", w.grad_sq);
-    set_number(L, "staleness", w.staleness);
-    set_number(L, "pushes", static_cast<double>(w.pushes));
-    set_number(L, "group", w.group + 1);
+    for (const StatsField& f : kWorkerStatsFields)
+      if (f.shown & kShownToPolicy) set_number(L, f.name, stats_number(w, f) + (f.one_based_in_lua ? 1 : 0));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
   const int workers = lua_gettop(L);
@@ -357,8 +309,6 @@ int set_up_state(lua_State* L) {
 
 }  // namespace
 
-double policy_call_deadline_ms() { return t_clock ? t_clock->deadline_ms : HUGE_VAL; }
-
 const char* PolicyFailure::kind_name() const {
   switch (kind_) {
     case Timeout: return "timeout";
@@ -398,6 +348,10 @@ struct PolicySandbox::Allocator {
 
 PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits)
     : path_(path), limits_(limits), alloc_(std::make_unique<Allocator>()) {
+  char interrupted[128];
+  std::snprintf(interrupted, sizeof interrupted,
+                "interrupted: the call ran past its time budget of %.1f ms (policy.budget_ms)", limits.budget_ms);
+  interrupted_ = interrupted;
   alloc_->cap = static_cast<size_t>(limits.memory_mb * 1024.0 * 1024.0);
   L_ = lua_newstate(&Allocator::alloc, alloc_.get());
   if (!L_)
@@ -479,12 +433,12 @@ void PolicySandbox::call(const char* function, int nargs, int nresults, const st
   lua_insert(L_, -(nargs + 2));  // below the function and its arguments
   alloc_->refused = false;
   const double start = now_ms();
-  ClockScope scope(L_, limits_.budget_ms);
+  CallBudget budget(L_, limits_.budget_ms, interrupted_);
   try {
     protected_call(L_, nargs + 1, nresults, what);
   } catch (const std::exception& e) {
     last_call_ms_ = now_ms() - start;
-    const PolicyFailure::Kind kind = scope.clock.expired ? PolicyFailure::Timeout
+    const PolicyFailure::Kind kind = budget.expired() ? PolicyFailure::Timeout
                                      : alloc_->refused  ? PolicyFailure::Memory
                                                         : PolicyFailure::Error;
     std::string message = e.what();

@@ -4,12 +4,11 @@
 // A fresh state per policy is the "fresh environment": a new file never sees the old
 // one's globals, and dropping a broken policy drops everything it made. The state
 // runs under two budgets that hold whatever the code does:
-//  - time: a count hook checks a wall-clock deadline every few hundred VM
-//    instructions and raises an error past it (and on every instruction after that,
-//    so a pcall inside the policy cannot swallow the interruption for long). LuaJIT
-//    does not call hooks inside JIT-compiled traces, so the JIT is turned off for
-//    this state and the policy cannot turn it back on (jit.on raises): a loop the
-//    JIT would have compiled is interpreted, and interrupted like any other;
+//  - time: every call runs under a CallBudget (budget.hpp), a count hook that
+//    raises past a wall-clock deadline. LuaJIT does not call hooks inside
+//    JIT-compiled traces, so the JIT is turned off for this state and the policy
+//    cannot turn it back on (jit.on raises): a loop the JIT would have compiled is
+//    interpreted, and interrupted like any other;
 //  - memory: the state's allocator refuses to grow past the cap; Lua reports "not
 //    enough memory" in the call that asked, which fails like any error.
 // Infinite recursion is Lua's own "stack overflow" error. The host (policy_host.hpp)
@@ -28,11 +27,6 @@
 #include "engine/train/worker_stats.hpp"
 
 namespace tandem {
-
-// The deadline (now_ms() clock) of the policy call running on this thread, +inf
-// outside one: C code a policy calls that can run long (lp_solve's solve) stops
-// there too, since the budget's hook cannot reach into C.
-double policy_call_deadline_ms();
 
 struct PolicyLimits {
   double budget_ms = 50.0;  // one call (load, init, step, save, restore)
@@ -123,6 +117,7 @@ private:
 
   std::string path_;
   PolicyLimits limits_;
+  std::string interrupted_;  // the error a call past its budget raises
   std::unique_ptr<Allocator> alloc_;
   lua_State* L_ = nullptr;
   int policy_ref_ = LUA_NOREF;   // the table the file returned

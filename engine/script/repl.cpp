@@ -12,29 +12,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/script/budget.hpp"
 #include "engine/script/experiment_loader.hpp"
+#include "engine/train/worker_stats_fields.hpp"
 
 namespace tandem {
 
 namespace {
-
-thread_local double g_deadline_ms = 0.0;
-thread_local double g_budget_ms = 0.0;
-
-// The budget: checked every 1000 VM instructions (the JIT is off in this state, so
-// the hook sees every one); past the deadline it raises on every instruction, so a
-// pcall inside the command cannot swallow it for long.
-void budget_hook(lua_State* L, lua_Debug*) {
-  if (now_ms() <= g_deadline_ms) return;
-  lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
-  luaL_error(L, "the command ran past its budget of %.0f ms (policy.budget_ms) and was interrupted", g_budget_ms);
-}
 
 // A sockaddr for `path` that fits: a long run directory path is reached through
 // /proc/self/fd/N of an open descriptor of the directory (sun_path holds 108 bytes).
@@ -69,6 +59,40 @@ void send_all(int fd, const std::string& text) {
 
 }  // namespace
 
+void push_console_worker(lua_State* L, const WorkerStats& w) {
+  lua_createtable(L, 0, 12);
+  for (const StatsField& f : kWorkerStatsFields) {
+    if (!(f.shown & kShownInConsole)) continue;
+    if (f.kind == StatsKind::text)
+      set_string(L, f.name, std::string(stats_text(w, f)));
+    else
+      set_number(L, f.name, stats_number(w, f) + (f.one_based_in_lua ? 1 : 0));
+  }
+}
+
+void push_console_columns(lua_State* L) {
+  std::vector<const StatsField*> printed;
+  for (const StatsField& f : kWorkerStatsFields)
+    if ((f.shown & kShownInConsole) && f.console_column > 0) printed.push_back(&f);
+  std::sort(printed.begin(), printed.end(),
+            [](const StatsField* a, const StatsField* b) { return a->console_column < b->console_column; });
+  lua_createtable(L, static_cast<int>(printed.size()), 0);
+  int n = 0;
+  for (const StatsField* f : printed) {
+    lua_createtable(L, 3, 1);
+    lua_pushstring(L, f->name);
+    lua_rawseti(L, -2, 1);
+    lua_pushstring(L, f->console_header);
+    lua_rawseti(L, -2, 2);
+    if (f->console_format) {
+      lua_pushstring(L, f->console_format);
+      lua_rawseti(L, -2, 3);
+    }
+    set_number(L, "column", f->console_column);
+    lua_rawseti(L, -2, ++n);
+  }
+}
+
 int connect_console(const std::string& socket_path) {
   SocketAddress a(socket_path);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -82,6 +106,10 @@ int connect_console(const std::string& socket_path) {
 
 ReplConsole::ReplConsole(const std::string& run_dir, PolicyHost* policy, double budget_ms)
     : path_(run_dir + "/repl.sock"), policy_(policy), budget_ms_(budget_ms) {
+  char interrupted[128];
+  std::snprintf(interrupted, sizeof interrupted,
+                "the command ran past its budget of %.0f ms (policy.budget_ms) and was interrupted", budget_ms);
+  interrupted_ = interrupted;
   // The Lua side first: a broken library fails the run before anything listens.
   lua_State* L = lua_;
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
@@ -90,11 +118,12 @@ ReplConsole::ReplConsole(const std::string& run_dir, PolicyHost* policy, double 
   lua_setglobal(L, "print");
   require_module(L, "tandem.repl");  // M
   lua_getfield(L, -1, "install");
-  lua_createtable(L, 0, 10);  // engine
+  lua_createtable(L, 0, 11);  // engine
   const std::pair<const char*, lua_CFunction> fns[] = {
-      {"workers", &lua_guard<l_workers>}, {"plan", &lua_guard<l_plan>},     {"history", &lua_guard<l_history>},
-      {"status", &lua_guard<l_status>},   {"policy", &lua_guard<l_policy>}, {"swap", &lua_guard<l_swap>},
-      {"set", &lua_guard<l_set>},         {"emulate", &lua_guard<l_emulate>}, {"request", &lua_guard<l_request>}};
+      {"workers", &lua_guard<l_workers>}, {"columns", &lua_guard<l_columns>}, {"plan", &lua_guard<l_plan>},
+      {"history", &lua_guard<l_history>}, {"status", &lua_guard<l_status>},   {"policy", &lua_guard<l_policy>},
+      {"swap", &lua_guard<l_swap>},       {"set", &lua_guard<l_set>},         {"emulate", &lua_guard<l_emulate>},
+      {"request", &lua_guard<l_request>}};
   for (const auto& [name, fn] : fns) {
     lua_pushlightuserdata(L, this);
     lua_pushcclosure(L, fn, 1);
@@ -251,13 +280,7 @@ void ReplConsole::run_command(const Command& c) {
         throw Error(msg, "console", "check the command's syntax");
       }
     }
-    g_budget_ms = budget_ms_;
-    g_deadline_ms = now_ms() + budget_ms_;
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1000);
-    struct Unhook {
-      lua_State* L;
-      ~Unhook() { lua_sethook(L, nullptr, 0, 0); }
-    } unhook{L};
+    const CallBudget budget(L, budget_ms_, interrupted_);
     protected_call(L, 0, LUA_MULTRET, "running the console command '" + c.text + "'");
     const int results = lua_gettop(L) - top;
     if (results > 0) {  // repl.show(...) prints them
@@ -314,21 +337,14 @@ int ReplConsole::l_workers(lua_State* L) {
   int n = 0;
   for (const WorkerStats& w : *v.reports) {
     if (!w.valid) continue;
-    lua_createtable(L, 0, 12);
-    set_number(L, "rank", w.rank);
-    set_string(L, "host", std::string(w.host, strnlen(w.host, sizeof w.host)));
-    set_string(L, "device", std::string(w.device, strnlen(w.device, sizeof w.device)));
-    set_number(L, "local_batch", static_cast<double>(w.local_batch));
-    set_number(L, "compute_ms", w.compute_ms);
-    set_number(L, "comm_ms", w.comm_ms);
-    set_number(L, "idle_ms", w.idle_ms);
-    set_number(L, "step_ms", w.step_ms);
-    set_number(L, "samples_per_s", w.samples_per_s);
-    set_number(L, "memory_mb", w.memory_mb);
-    set_number(L, "speed", w.speed);
-    set_number(L, "iteration", static_cast<double>(w.iteration));
+    push_console_worker(L, w);
     lua_rawseti(L, -2, ++n);
   }
+  return 1;
+}
+
+int ReplConsole::l_columns(lua_State* L) {
+  push_console_columns(L);
   return 1;
 }
 

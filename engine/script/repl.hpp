@@ -6,7 +6,8 @@
 //
 // A line is Lua, run on rank 0 at the next iteration boundary in the console's own
 // Lua state (never concurrently with the loop or the policy's state), interrupted
-// by the policy budget (a count hook backed by a deadline; the JIT is off). An
+// by the policy's budget (budget.hpp: a count hook backed by a deadline; the JIT is
+// off). An
 // expression's values are printed; a command that errors prints its traceback and
 // changes nothing. The built-ins (scripts/tandem/repl.lua) read the run's state and
 // ask for changes: swap and set go through the policy host's hot-swap path; stop,
@@ -31,6 +32,12 @@ namespace tandem {
 
 // A connected socket to the console at socket_path (run_dir/repl.sock), or -1.
 int connect_console(const std::string& socket_path);
+
+// What the console's engine.workers() and engine.columns() push: one worker's row
+// (its fields shown in the console, worker_stats_fields.hpp), and the columns
+// workers() prints, in order, as {key, header, format?, column = n} each.
+void push_console_worker(lua_State* L, const WorkerStats& w);
+void push_console_columns(lua_State* L);
 
 class ReplConsole final : public Console {
 public:
@@ -61,6 +68,7 @@ private:
   void answer_swaps();
   // The engine table's functions (Lua C functions; the console is their upvalue).
   static int l_workers(lua_State* L);
+  static int l_columns(lua_State* L);
   static int l_plan(lua_State* L);
   static int l_history(lua_State* L);
   static int l_status(lua_State* L);
@@ -75,6 +83,7 @@ private:
   std::string path_;
   PolicyHost* policy_;
   double budget_ms_;
+  std::string interrupted_;  // the error a command past its budget raises
   LuaState lua_;
   int listen_fd_ = -1, wake_[2] = {-1, -1};
   std::thread thread_;

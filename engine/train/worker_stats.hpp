@@ -1,8 +1,10 @@
 #pragma once
 // What every rank measures about one iteration, sent to rank 0 as one fixed-size
-// message (trivially copyable: it travels as bytes, and later as an FFI struct to
-// Lua policies). Times are ms; start_ms is relative to the rank's clock origin,
-// taken right after a start-up barrier, so tracks of one host line up.
+// message (trivially copyable: it travels as bytes). Times are ms; start_ms is
+// relative to the rank's clock origin, taken right after a start-up barrier, so
+// tracks of one host line up. Who shows which field (the policy, the console, the
+// trace) is declared once, in worker_stats_fields.hpp: a field added here gets a row
+// there.
 #include <cstdint>
 #include <type_traits>
 

@@ -4,7 +4,7 @@
 // share of the step.
 #include <cstddef>
 
-#include "engine/core/device.hpp"
+#include "kernels/activation.hpp"
 
 namespace tandem::cpu {
 

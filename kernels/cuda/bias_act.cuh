@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "engine/core/device.hpp"
+#include "kernels/activation.hpp"
 
 namespace tandem::cuda {
 

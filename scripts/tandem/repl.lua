@@ -97,11 +97,12 @@ function M.install(engine)
     local list = engine.workers()
     if #list == 0 then print('no iteration has finished yet') return end
     classify(list)
-    print_table(list, {
-      { 'rank', 'rank' }, { 'host', 'host' }, { 'device', 'device' }, { 'local_batch', 'batch', '%d' },
-      { 'compute_ms', 'compute_ms', '%.2f' }, { 'comm_ms', 'comm_ms', '%.2f' }, { 'idle_ms', 'idle_ms', '%.2f' },
-      { 'samples_per_s', 'samples/s', '%.0f' }, { 'class', 'class' }, { 'memory_mb', 'memory_mb', '%.1f' },
-    })
+    -- The stats' columns are declared with the fields (worker_stats_fields.hpp); the
+    -- class is worked out here, so its column is placed here, by number among them.
+    local cols = engine.columns()
+    cols[#cols + 1] = { 'class', 'class', column = 9 }
+    table.sort(cols, function(a, b) return a.column < b.column end)
+    print_table(list, cols)
   end
   function plan()
     local p = engine.plan()

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.hpp"
+#include "engine/train/worker_stats_fields.hpp"
 
 namespace tandem {
 
@@ -71,22 +72,9 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
                  "\"loss\":{},\"correct\":{},\"step_ms\":{:.4f},\"wall_s\":{:.4f},\"workers\":[",
                  r.iteration, r.epoch, r.global_batch, r.lr, json_number(r.loss), r.correct, r.step_ms, r.wall_s);
   for (size_t i = 0; i < workers.size(); ++i) {
-    const WorkerStats& w = workers[i];
-    fmt::format_to(out,
-                   "{}{{\"rank\":{},\"local_batch\":{},\"data_ms\":{:.4f},\"compute_ms\":{:.4f},"
-                   "\"real_compute_ms\":{:.4f},\"idle_ms\":{:.4f},\"comm_ms\":{:.4f},"
-                   "\"stats_ms\":{:.4f},\"optimizer_ms\":{:.4f},"
-                   "\"step_ms\":{:.4f},\"samples_per_s\":{:.1f},\"loss_sum\":{},\"correct\":{},"
-                   "\"memory_mb\":{:.2f},\"speed\":{:.4g}}}",
-                   i ? "," : "", w.rank, w.local_batch, w.data_ms, w.compute_ms, w.real_compute_ms,
-                   w.idle_ms, w.comm_ms, w.stats_ms, w.optimizer_ms, w.step_ms, w.samples_per_s, json_number(w.loss_sum),
-                   w.correct, w.memory_mb,
-                   w.speed);
-    if (w.sync_mode != 0) {  // a relaxed-sync segment: its steps and pushes
-      line_.pop_back();
-      fmt::format_to(out, ",\"steps\":{},\"pushes\":{},\"staleness\":{:.4g},\"group\":{}}}", w.steps, w.pushes,
-                     w.staleness, w.group);
-    }
+    line_ += i ? ",{" : "{";
+    write_worker(workers[i]);
+    line_ += '}';
   }
   line_ += "]";
   if (sync) {
@@ -116,6 +104,28 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
   }
   line_ += "}\n";
   std::fwrite(line_.data(), 1, line_.size(), file_);
+}
+
+// The worker's fields the trace shows (worker_stats_fields.hpp), in their order; a
+// relaxed-sync segment's add its steps, pushes, staleness and group.
+void TraceWriter::write_worker(const WorkerStats& w) {
+  auto out = std::back_inserter(line_);
+  const unsigned shown = kShownInTrace | (w.sync_mode != 0 ? kShownInRelaxedTrace : 0u);
+  bool first = true;
+  for (const StatsField& f : kWorkerStatsFields) {
+    if (!(f.shown & shown)) continue;
+    fmt::format_to(out, first ? "\"{}\":" : ",\"{}\":", f.name);
+    first = false;
+    if (f.kind == StatsKind::integer) {
+      fmt::format_to(out, fmt::runtime(f.trace_format), stats_integer(w, f));
+    } else {
+      const double v = stats_number(w, f);
+      if (std::strcmp(f.trace_format, "{}") == 0)
+        line_ += json_number(v);
+      else
+        fmt::format_to(out, fmt::runtime(f.trace_format), v);
+    }
+  }
 }
 
 void TraceWriter::write(const EvalRecord& r) {

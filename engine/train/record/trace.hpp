@@ -61,6 +61,7 @@ public:
   void flush();
 
 private:
+  void write_worker(const WorkerStats& w);
   std::FILE* file_;
   std::string line_;  // reused buffer
 };

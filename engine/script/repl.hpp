@@ -11,7 +11,7 @@
 // expression's values are printed; a command that errors prints its traceback and
 // changes nothing. The built-ins (scripts/tandem/repl.lua) read the run's state and
 // ask for changes: swap and set go through the policy host's hot-swap path; stop,
-// pause and emulate reach every rank with the next control tail.
+// pause and emulate reach every rank with the next Control message (control.hpp).
 //
 // Protocol: the client sends one line per command; every answer (and the greeting)
 // ends with a NUL byte. When the run ends the server sends its last words and closes.

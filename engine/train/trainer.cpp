@@ -30,7 +30,6 @@
 #include "engine/train/sync/bsp_step.hpp"
 #include "engine/train/sync/gradient_sync.hpp"
 #include "engine/train/sync/relaxed_segment.hpp"
-#include "kernels/cpu/gemm.hpp"
 
 namespace tandem {
 
@@ -149,7 +148,7 @@ Trainer::Trainer(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
     : cfg_(cfg), comm_(comm), device_(device), dev_(*device.device), policy_(policy), make_console_(make_console),
       rank_(comm.rank()), world_(comm.size()) {
   comm_.set_timeout_s(cfg_.collective_timeout_s);
-  cpu::set_blas_threads(cfg_.blas_threads);
+  dev_.set_blas_threads(cfg_.blas_threads);
   TANDEM_CHECK(cfg_.policy.file.empty() || rank_ != 0 || policy_ != nullptr,
                "rank 0 was started without the experiment's policy ", cfg_.policy.file,
                " (a bug in tandem's start-up)");

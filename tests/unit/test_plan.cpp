@@ -75,12 +75,12 @@ BOOST_AUTO_TEST_CASE(fixed_split_is_the_experiments_batches_and_is_validated) {
 BOOST_AUTO_TEST_CASE(proportional_split_is_refined_from_the_equal_one_until_balanced) {
   ExperimentConfig cfg = experiment("proportional", 400);
   cfg.emulation.enabled = true;
-  FixedCostWorkers workers{{4.0, 1.0}};
+  FixedCostWorkers workers{{4.0, 1.0}, 0, {}};
   const Plan p = Plan::initial(cfg, 2, workers.throughput());
   BOOST_TEST(p.local_batch == (std::vector<int64_t>{320, 80}), tt::per_element());
   BOOST_TEST(workers.calls == 8);
   BOOST_TEST(workers.first_asked == (std::vector<int64_t>{200, 200}), tt::per_element());
-  FixedCostWorkers once{{4.0, 1.0}};
+  FixedCostWorkers once{{4.0, 1.0}, 0, {}};
   BOOST_TEST(Plan::proportional(once.throughput()({200, 200}), 400).local_batch == (std::vector<int64_t>{311, 89}),
              tt::per_element());
 }

@@ -88,6 +88,8 @@ public:
   // This rank's stats of the iteration it just finished leave for rank 0.
   void post(const WorkerStats& mine);
   double post_ms() const { return post_ms_; }
+  // Iterations between test evaluations (a relaxed segment ends at the next one).
+  int64_t eval_every() const { return eval_every_; }
 
   // Relaxed: the last bsp iteration's stats are recorded before a segment starts.
   void before_segment(int64_t t);

@@ -5,7 +5,9 @@
 // left the last collective (Comm::last_sync_end_ms), so that ranks sharing cores,
 // which get to their real work in turn, still arrive when their emulated devices
 // would. What is not training (evaluations, pauses, checkpoints, a meeting of the
-// relaxed modes) restarts the timeline at its end. Only this class moves the anchor.
+// relaxed modes) restarts the timeline at its end. Only this class moves the anchor
+// between iterations; a relaxed segment carries its own copy from step to step until
+// its meeting.
 #include <cstdint>
 
 #include "engine/core/clock.hpp"

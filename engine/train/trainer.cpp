@@ -113,6 +113,9 @@ private:
   const Stopwatch wall_;
   InterruptGuard interrupt_guard_;
   const int rank_, world_;
+  // A new random split every iteration (plan.kind = 'random' without a policy): the
+  // next plan is not known until its iteration starts.
+  const bool random_plans_;
 
   std::unique_ptr<Dataset> train_set_, test_set_;
   std::unique_ptr<GlobalSampler> sampler_;
@@ -146,7 +149,8 @@ private:
 Trainer::Trainer(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& device, PlanPolicy* policy,
                  const ConsoleFactory& make_console)
     : cfg_(cfg), comm_(comm), device_(device), dev_(*device.device), policy_(policy), make_console_(make_console),
-      rank_(comm.rank()), world_(comm.size()) {
+      rank_(comm.rank()), world_(comm.size()),
+      random_plans_(cfg.plan.kind == "random" && cfg.policy.file.empty()) {
   comm_.set_timeout_s(cfg_.collective_timeout_s);
   dev_.set_blas_threads(cfg_.blas_threads);
   TANDEM_CHECK(cfg_.policy.file.empty() || rank_ != 0 || policy_ != nullptr,
@@ -290,8 +294,7 @@ void Trainer::start_loop() {
   boundary_ = std::make_unique<Boundary>(parts, host_name(), dev_.name(), pending_, cluster_);
   BspParts bsp{cfg_,       comm_,      *model_,    *step_,  *loader_,  *gradients_, world_ > 1 ? reducer_.get() : nullptr,
                *emulator_, machine_,   *schedule_, *faults_, progress_, timeline_,   total_};
-  const bool random_plans = cfg_.plan.kind == "random" && cfg_.policy.file.empty();
-  bsp_ = std::make_unique<BspStep>(bsp, !random_plans);
+  bsp_ = std::make_unique<BspStep>(bsp, !random_plans_);
   if (rank_ == 0 && plan_.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan_.sync.str());
   if (rank_ == 0 && world_ == 1 && cfg_.plan.sync.mode != "bsp")
     spdlog::info("one worker: sync.mode = '{}' is the same as bsp", cfg_.plan.sync.mode);
@@ -302,11 +305,10 @@ void Trainer::start_loop() {
 
 RunSummary Trainer::run() {
   start_loop();
-  const bool random_plans = cfg_.plan.kind == "random" && cfg_.policy.file.empty();
   int64_t t = first_;
   while (t < total_) {
     boundary_->open(t, plan_);  // rank 0: the console's commands since the last boundary
-    if (random_plans) plan_ = Plan::random(world_, cfg_.global_batch, mix_seed(cfg_.seed ^ 0x706c616eULL, t));
+    if (random_plans_) plan_ = Plan::random(world_, cfg_.global_batch, mix_seed(cfg_.seed ^ 0x706c616eULL, t));
     StepResult r = relaxed() ? segment(t) : bsp_->run(plan_, t, *boundary_);
     Control c = boundary_->exchange(r, plan_);
     t = r.done;
@@ -321,8 +323,7 @@ RunSummary Trainer::run() {
 // taken).
 StepResult Trainer::segment(int64_t t) {
   boundary_->before_segment(t);
-  const int64_t eval_every = cfg_.eval_every > 0 ? cfg_.eval_every : per_epoch_;
-  const int64_t to_eval = eval_every - t % eval_every;
+  const int64_t to_eval = boundary_->eval_every() - t % boundary_->eval_every();
   SegmentResult seg = segments_->run(plan_, t, std::min(total_ - t, to_eval), timeline_.anchor(), timeline_.origin(),
                                      &progress_.version);
   progress_.train_ms += seg.segment_ms;

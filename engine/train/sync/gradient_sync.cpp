@@ -21,7 +21,7 @@ GradientSync::GradientSync(Model& model, Comm& comm)
     buffer_ = Tensor(dev_, {static_cast<int64_t>(count_)});
     model_.place_grads(buffer_.data());
   }
-  if (path_ == Path::device) control_host_.assign(wire_.floats(), 0.0f);
+  control_host_.assign(wire_.floats(), 0.0f);
 }
 
 GradientSync::~GradientSync() {
@@ -40,9 +40,8 @@ const char* GradientSync::path() const {
 Control GradientSync::run(const Control& mine, double* idle_ms, const char* what) {
   const int rank = comm_.rank();
   if (comm_.size() == 1) {  // nothing to sum: the message is this rank's own
-    std::vector<float> control(wire_.floats());
-    wire_.encode(mine, rank, control.data());
-    return wire_.decode(control.data());
+    wire_.encode(mine, rank, control_host_.data());
+    return wire_.decode(control_host_.data());
   }
   switch (path_) {
     case Path::host: {

@@ -45,7 +45,7 @@ private:
   Path path_;
   Tensor buffer_;                    // host, device: the gradients, then the control floats
   float* staging_ = nullptr;         // staged: the whole buffer on the host
-  std::vector<float> control_host_;  // device: the control floats
+  std::vector<float> control_host_;  // device, one rank: the control floats on the host
 };
 
 }  // namespace tandem

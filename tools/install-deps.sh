@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   g++ cmake make pkg-config
   libluajit-5.1-dev liblpsolve55-dev libspdlog-dev libboost-test-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev zlib1g-dev libreadline-dev python3 python3-matplotlib
+  libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev zlib1g-dev libreadline-dev libseccomp-dev
+  python3 python3-matplotlib
   dataset-fashion-mnist
   "$@"
 )

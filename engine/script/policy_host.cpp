@@ -15,11 +15,12 @@ namespace tandem {
 
 namespace {
 
-// How long past its budget a call may stay away before the host gives up on it: the
-// hook stops Lua code within a few hundred instructions of the budget, so only a C
-// function that never returns (or a machine far too loaded) gets here. A swap makes
-// up to five calls (load, init, save, restore, dry run), each with the budget.
-double hard_limit_ms(double budget_ms) { return 5.0 * budget_ms + 500.0; }
+// How long collect() waits for a decision before it gives up on the policy thread.
+// The thread bounds every call itself (PolicyProcess kills a worker past its
+// deadline), so this is only a backstop: a swap makes up to six requests (load,
+// init, save, restore, history, dry run), and a restart after a failure starts a
+// worker before the next decision.
+double hard_limit_ms(double budget_ms) { return 8.0 * PolicyProcess::deadline_ms(budget_ms) + 10000.0; }
 
 std::string describe_device(const ExperimentConfig& cfg, int r) {
   if (!cfg.emulation.enabled) return "cpu";
@@ -80,8 +81,8 @@ std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c) 
 void check_policy(const ExperimentConfig& cfg, int workers) {
   const PolicyCluster cluster = policy_cluster(cfg, workers);
   try {
-    PolicySandbox sandbox(cfg.policy.file, {cfg.policy.budget_ms, cfg.policy.memory_mb});
-    sandbox.init(cluster);
+    PolicyProcess policy(cfg.policy.file, {cfg.policy.budget_ms, cfg.policy.memory_mb});
+    policy.init(cluster);
   } catch (const PolicyFailure& f) {
     TANDEM_FAIL_HINT("fix the policy file, or leave policy.file unset to train with plan.kind",
                      "policy ", cfg.policy.file, " failed to start (", f.kind_name(), "): ", f.what());
@@ -91,17 +92,17 @@ void check_policy(const ExperimentConfig& cfg, int workers) {
 PolicyHost::PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster)
     : cfg_(cfg), cluster_(std::move(cluster)), limits_{cfg.budget_ms, cfg.memory_mb} {
   try {
-    sandbox_ = std::make_unique<PolicySandbox>(cfg_.file, limits_);
-    sandbox_->init(cluster_);
+    worker_ = std::make_unique<PolicyProcess>(cfg_.file, limits_);
+    worker_->init(cluster_);
   } catch (const PolicyFailure& f) {
     TANDEM_FAIL_HINT("fix the policy file, or leave policy.file unset to train with plan.kind",
                      "policy ", cfg_.file, " failed to start (", f.kind_name(), "): ", f.what());
   }
-  name_ = sandbox_->name();
+  name_ = worker_->name();
   file_changed();  // records the file's current version
-  spdlog::info("policy {} ({}): budget {:g} ms and {:g} MB a call, {:.1f} MB after init{}", name_, cfg_.file,
-               limits_.budget_ms, limits_.memory_mb, sandbox_->memory_mb(),
-               cfg_.watch ? "; reloaded when the file changes" : "");
+  spdlog::info("policy {} ({}): budget {:g} ms and {:g} MB a call, {:.1f} MB after init; in worker process {} "
+               "({}){}", name_, cfg_.file, limits_.budget_ms, limits_.memory_mb, worker_->memory_mb(),
+               worker_->pid(), worker_->confinement(), cfg_.watch ? "; reloaded when the file changes" : "");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -111,15 +112,8 @@ PolicyHost::~PolicyHost() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (!thread_.joinable()) return;
-  if (hung_) {
-    // The thread is stuck in a call that never returns; it cannot be joined. Leave
-    // it (and its sandbox) to the process's end.
-    thread_.detach();
-    (void)sandbox_.release();
-    return;
-  }
-  thread_.join();
+  // The thread's calls all end by their deadlines (the worker is killed past one).
+  if (thread_.joinable()) thread_.join();
 }
 
 std::string PolicyHost::policy_name() const {
@@ -139,12 +133,12 @@ std::future<SwapResult> PolicyHost::swap(const std::string& path, const std::str
 }
 
 // The policy thread sleeps between jobs, holding nothing; with the lock held and no
-// job in flight it cannot wake, so the sandbox is ours for the call.
+// job in flight it cannot wake, so the worker is ours for the call.
 std::string PolicyHost::saved_state() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (hung_ || in_flight_ || job_ || disabled_) return "";
+  if (hung_ || in_flight_ || job_ || disabled_ || !worker_->alive()) return "";
   try {
-    return sandbox_->save_literal();
+    return worker_->save_literal();
   } catch (const PolicyFailure& f) {
     spdlog::warn("policy {}: its state is left out of the checkpoint: {}", name_, f.what());
     return "";
@@ -153,9 +147,9 @@ std::string PolicyHost::saved_state() {
 
 bool PolicyHost::restore_state(const std::string& state) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (hung_ || in_flight_ || job_) return false;
+  if (hung_ || in_flight_ || job_ || !worker_->alive()) return false;
   try {
-    return sandbox_->restore_literal(state);
+    return worker_->restore_literal(state);
   } catch (const PolicyFailure& f) {
     spdlog::warn("policy {}: the checkpoint's policy state was not taken; it starts fresh: {}", name_, f.what());
     return false;
@@ -184,7 +178,7 @@ std::string PolicyHost::saved_window() {
 
 bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_force) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (hung_ || in_flight_ || job_ || bytes.empty()) return false;
+  if (hung_ || in_flight_ || job_ || bytes.empty() || !worker_->alive()) return false;
   size_t at = 0;
   auto get = [&](void* p, size_t n) {
     if (at + n > bytes.size()) return false;
@@ -208,7 +202,7 @@ bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_for
   }
   if (at != bytes.size()) return false;
   try {
-    for (const Job& j : window) sandbox_->observe(j.iteration, cluster_.global_batch, j.stats, j.cluster);
+    for (const Job& j : window) worker_->observe(j.iteration, cluster_.global_batch, j.stats, j.cluster);
   } catch (const PolicyFailure& f) {
     spdlog::warn("policy {}: the checkpoint's stats history was not taken: {}", name_, f.what());
     return false;
@@ -308,7 +302,7 @@ bool PolicyHost::file_changed() {
 PolicyHost::Decision PolicyHost::decide(const Job& job) {
   Decision d;
   d.report.from_iteration = job.iteration;
-  d.report.policy = sandbox_->name();
+  d.report.policy = name_;
 
   // A swap asked for through the API wins over a file change; earlier requests are
   // superseded by the latest.
@@ -335,7 +329,7 @@ PolicyHost::Decision PolicyHost::decide(const Job& job) {
     swapped = r.ok;
     if (!requests.empty()) requests.back().done.set_value(r);
   }
-  if (!swapped) step_current(job, d);
+  if (!swapped && ensure_worker(d)) step_current(job, d);
 
   window_.push_back(job);
   // The whole history (a dry run replays it, and the oldest falls out as the new
@@ -346,6 +340,26 @@ PolicyHost::Decision PolicyHost::decide(const Job& job) {
   return d;
 }
 
+// A worker that crashed or was killed is replaced by a fresh one, loaded, initialised
+// and given the stats history (its saved state died with it).
+bool PolicyHost::ensure_worker(Decision& d) {
+  if (disabled_ || worker_->alive()) return true;
+  const double start = now_ms();
+  try {
+    auto fresh = std::make_unique<PolicyProcess>(cfg_.file, limits_);
+    fresh->init(cluster_);
+    for (const Job& past : window_) fresh->observe(past.iteration, cluster_.global_batch, past.stats, past.cluster);
+    worker_ = std::move(fresh);
+  } catch (const PolicyFailure& f) {
+    d.report.cost_ms += now_ms() - start;
+    count_failure(f.kind_name(), "restarting the worker process of policy " + name_ + ": " + f.what(), d);
+    return false;
+  }
+  d.report.cost_ms += now_ms() - start;
+  spdlog::info("policy {}: a fresh worker process ({}) took over in {:.0f} ms", name_, worker_->pid(), now_ms() - start);
+  return true;
+}
+
 void PolicyHost::step_current(const Job& job, Decision& d) {
   if (disabled_) {
     if (d.report.event == "idle") d.report.event = "disabled";
@@ -353,13 +367,13 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
   }
   PolicyAnswer answer;
   try {
-    answer = sandbox_->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
+    answer = worker_->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
   } catch (const PolicyFailure& f) {
-    d.report.cost_ms += sandbox_->last_call_ms();
+    d.report.cost_ms += worker_->last_call_ms();
     count_failure(f.kind_name(), f.what(), d);
     return;
   }
-  d.report.cost_ms += sandbox_->last_call_ms();
+  d.report.cost_ms += worker_->last_call_ms();
   if (!answer.keep) {
     const std::string problem = plan_problem(answer, cluster_);
     if (!problem.empty()) {
@@ -405,15 +419,15 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
   SwapResult r;
   r.policy = path;
   const double start = now_ms();
-  std::unique_ptr<PolicySandbox> next;
+  std::unique_ptr<PolicyProcess> next;
   PolicyAnswer answer;
   std::string stage = "loading";
   try {
-    next = std::make_unique<PolicySandbox>(path, limits_);
+    next = std::make_unique<PolicyProcess>(path, limits_);
     stage = "init";
     next->init(cluster);
     stage = "handing over state";
-    if (!disabled_) sandbox_->hand_state_to(*next);
+    if (!disabled_ && worker_->alive()) next->restore_literal(worker_->save_literal());
     stage = "dry run";
     for (const Job& past : window_) next->observe(past.iteration, cluster_.global_batch, past.stats, past.cluster);
     answer = next->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
@@ -433,12 +447,12 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
   }
   d.report.cost_ms += now_ms() - start;
   const std::string old = name_;
-  sandbox_ = std::move(next);
+  worker_ = std::move(next);  // the old worker is killed
   failures_ = 0;
   disabled_ = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    name_ = sandbox_->name();
+    name_ = worker_->name();
     cfg_.file = path;
     cluster_.params_json = cluster.params_json;
     ++totals_.swaps;

@@ -1,17 +1,18 @@
 #pragma once
-// Rank 0's Lua policy, run on a thread of its own beside training (plan_policy.hpp
-// has the timing contract). The host owns the policy's sandbox and everything that
-// keeps a bad policy from hurting the run:
+// Rank 0's Lua policy: a thread beside training (plan_policy.hpp has the timing
+// contract) that talks to the policy's worker process (policy_process.hpp; the
+// policy's code never runs in training's address space). The host keeps a bad policy
+// from hurting the run:
 //  - every answer is validated (one integer per worker, each within [min, max] of
 //    that worker, summing to the global batch); an invalid plan is rejected with
 //    its reason and the plan in force stays;
 //  - a call that raises, runs past its time budget or its memory cap counts as a
-//    failure; after policy.max_failures in a row the policy is dropped, the last
-//    good plan stays, and the log says so;
-//  - a call that never comes back (stuck in a C function the hook cannot reach) is
-//    abandoned after a hard deadline: training goes on with the last good plan;
+//    failure; so does a worker that crashes or does not answer by its deadline (it
+//    is killed). A dead worker is replaced by a fresh one (loaded, initialised, given
+//    the stats history) at the next decision. After policy.max_failures in a row the
+//    policy is dropped, the last good plan stays, and the log says so;
 //  - hot swap: when the policy file changes (policy.watch) or swap() is called, the
-//    new file is loaded into a fresh sandbox, init(cluster), handed the old policy's
+//    new file is loaded into a fresh worker, init(cluster), handed the old policy's
 //    save() through restore(), and dry-run on the history window and the latest
 //    stats; only if all of that succeeds and the dry run's answer is valid does it
 //    replace the old policy (its answer is that iteration's decision). A broken new
@@ -27,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/script/policy_sandbox.hpp"
+#include "engine/script/policy_process.hpp"
 #include "engine/train/config.hpp"
 #include "engine/train/plan_policy.hpp"
 
@@ -101,6 +102,7 @@ private:
 
   void run();
   Decision decide(const Job& job);
+  bool ensure_worker(Decision& d);
   void step_current(const Job& job, Decision& d);
   SwapResult try_swap(const std::string& path, const std::string& params_json, const Job& job, Decision& d);
   void count_failure(const std::string& kind, const std::string& message, Decision& d);
@@ -111,7 +113,7 @@ private:
   PolicyConfig cfg_;
   PolicyCluster cluster_;
   PolicyLimits limits_;
-  std::unique_ptr<PolicySandbox> sandbox_;  // touched by the policy thread only, after start
+  std::unique_ptr<PolicyProcess> worker_;   // touched by the policy thread only, after start; never null
   std::deque<Job> window_;                  // recent stats, for a new policy's dry run
   SyncPlan sync_in_force_;                  // the sync mode of the last plan sent (bsp at first)
   int failures_ = 0;                        // in a row

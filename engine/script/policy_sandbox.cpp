@@ -1,7 +1,5 @@
 #include "engine/script/policy_sandbox.hpp"
 
-#include <luajit.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -9,50 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/clock.hpp"
-#include "engine/script/budget.hpp"
 #include "engine/script/lua_state.hpp"
 #include "engine/train/worker_stats_fields.hpp"
 
 namespace tandem {
 
 namespace {
-
-// Raises for the functions a policy must not reach: ones that would switch the
-// budget off (the JIT, the hook) or end the process.
-int forbidden(lua_State* L) {
-  return luaL_error(L, "%s is not available to policies: %s", lua_tostring(L, lua_upvalueindex(1)),
-                    lua_tostring(L, lua_upvalueindex(2)));
-}
-
-void forbid(lua_State* L, const char* table, const char* field, const char* why) {
-  lua_getglobal(L, table);
-  if (!lua_istable(L, -1)) {
-    lua_pop(L, 1);
-    return;
-  }
-  lua_pushfstring(L, "%s.%s", table, field);
-  lua_pushstring(L, why);
-  lua_pushcclosure(L, forbidden, 2);
-  lua_setfield(L, -2, field);
-  lua_pop(L, 1);
-}
-
-int jit_off_is_noop(lua_State*) { return 0; }
-
-void lock_down(lua_State* L) {
-  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-  const char* jit_why = "policies run interpreted so their time budget can interrupt them";
-  forbid(L, "jit", "on", jit_why);
-  forbid(L, "jit", "flush", jit_why);
-  lua_getglobal(L, "jit");
-  if (lua_istable(L, -1)) {
-    lua_pushcfunction(L, jit_off_is_noop);
-    lua_setfield(L, -2, "off");
-  }
-  lua_pop(L, 1);
-  forbid(L, "debug", "sethook", "the engine's hook enforces the policy's time budget");
-  forbid(L, "os", "exit", "a policy cannot end the training run; raise an error instead");
-}
 
 // Pushes a JSON value (cluster.params) as Lua values.
 void push_json(lua_State* L, const nlohmann::json& j) {
@@ -238,49 +198,6 @@ int build_stats(lua_State* L) {
   return 1;
 }
 
-// Copies the plain value at `from`'s index 2 (a save() result) into L (this
-// function runs in the receiving state, protected), as the registry's restore slot.
-struct CopyArgs {
-  lua_State* from;
-  int index;
-};
-
-void copy_value(lua_State* L, lua_State* from, int idx, int depth) {
-  switch (lua_type(from, idx)) {
-    case LUA_TNIL: lua_pushnil(L); return;
-    case LUA_TBOOLEAN: lua_pushboolean(L, lua_toboolean(from, idx)); return;
-    case LUA_TNUMBER: lua_pushnumber(L, lua_tonumber(from, idx)); return;
-    case LUA_TSTRING: {
-      size_t len = 0;
-      const char* s = lua_tolstring(from, idx, &len);
-      lua_pushlstring(L, s, len);
-      return;
-    }
-    case LUA_TTABLE: {
-      if (depth > 64) luaL_error(L, "save() returned tables nested deeper than 64 levels (a cycle?)");
-      idx = abs_index(from, idx);
-      lua_newtable(L);
-      lua_pushnil(from);
-      while (lua_next(from, idx)) {
-        copy_value(L, from, -2, depth + 1);  // key
-        copy_value(L, from, -1, depth + 1);  // value
-        lua_rawset(L, -3);
-        lua_pop(from, 1);
-      }
-      return;
-    }
-    default:
-      luaL_error(L, "save() returned a %s: the state handed to restore() must be plain data (tables, numbers, "
-                 "strings, booleans)", luaL_typename(from, idx));
-  }
-}
-
-int copy_saved_state(lua_State* L) {
-  const CopyArgs& a = *static_cast<CopyArgs*>(lua_touserdata(L, 1));
-  copy_value(L, a.from, a.index, 0);
-  return 1;
-}
-
 // Whatever happens, the stack ends as it began (a failed traversal leaves its keys).
 struct StackGuard {
   lua_State* L;
@@ -296,79 +213,13 @@ int index_field(lua_State* L) {
   return 1;
 }
 
-// The state's libraries, lock-down and history table (run through lua_cpcall; the
-// history table's reference goes to *ud).
-int set_up_state(lua_State* L) {
-  int* history_ref = static_cast<int*>(lua_touserdata(L, 1));
-  open_tandem_libraries(L);
-  lock_down(L);
-  lua_newtable(L);
-  *history_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  return 0;
-}
-
 }  // namespace
 
-const char* PolicyFailure::kind_name() const {
-  switch (kind_) {
-    case Timeout: return "timeout";
-    case Memory: return "memory";
-    case Garbage: return "rejected";
-    default: return "error";
-  }
-}
-
-// The state's allocator: realloc with a cap. Refusing makes Lua raise "not enough
-// memory" in the call that asked.
-// The memory cap holds for what runs inside a protected call (the policy's code and
-// the stats tables built for it): there a refusal is a Lua error the host turns
-// into a failed call. The host's own few pushes around a call run unprotected,
-// where a refusal would be a panic that ends the process, so they are not capped
-// (enforce is false outside the call; call() sets it on entering the protected part).
-struct PolicySandbox::Allocator {
-  size_t used = 0, cap = 0;
-  bool refused = false;
-  bool enforce = true;  // the set-up is protected too
-  static void* alloc(void* ud, void* ptr, size_t old_size, size_t new_size) {
-    auto* a = static_cast<Allocator*>(ud);
-    if (new_size == 0) {
-      std::free(ptr);
-      a->used -= old_size;
-      return nullptr;
-    }
-    if (a->enforce && new_size > old_size && a->used - old_size + new_size > a->cap) {
-      a->refused = true;
-      return nullptr;
-    }
-    void* p = std::realloc(ptr, new_size);
-    if (p) a->used = a->used - old_size + new_size;
-    return p;
-  }
-};
-
 PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits)
-    : path_(path), limits_(limits), alloc_(std::make_unique<Allocator>()) {
-  char interrupted[128];
-  std::snprintf(interrupted, sizeof interrupted,
-                "interrupted: the call ran past its time budget of %.1f ms (policy.budget_ms)", limits.budget_ms);
-  interrupted_ = interrupted;
-  alloc_->cap = static_cast<size_t>(limits.memory_mb * 1024.0 * 1024.0);
-  L_ = lua_newstate(&Allocator::alloc, alloc_.get());
-  if (!L_)
-    throw PolicyFailure(PolicyFailure::Memory, "could not create a Lua state for policy " + path +
-                                                   ": raise policy.memory_mb");
-  // Set up under protection: with a small memory cap even opening the libraries
-  // can fail, and an unprotected error would end the process.
-  if (lua_cpcall(L_, set_up_state, &history_ref_) != 0) {
-    const std::string why = lua_value_text(L_, -1);
-    lua_close(L_);
-    L_ = nullptr;
-    throw PolicyFailure(PolicyFailure::Memory, "could not set up a Lua state for policy " + path + " within "
-                                                   "policy.memory_mb = " + std::to_string(limits.memory_mb) +
-                                                   " MB (" + why + "); raise policy.memory_mb");
-  }
-  alloc_->enforce = false;  // capped again inside every call (call())
-
+    : path_(path), limits_(limits), state_(std::make_unique<CappedState>(limits.memory_mb, "policy " + path)) {
+  L_ = state_->get();
+  lua_newtable(L_);  // stats.history
+  history_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
   try {
     load_file(L_, path, "policy");
   } catch (const std::exception& e) {
@@ -392,9 +243,7 @@ PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits
   policy_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
 }
 
-PolicySandbox::~PolicySandbox() {
-  if (L_) lua_close(L_);
-}
+PolicySandbox::~PolicySandbox() = default;
 
 std::string PolicySandbox::name() const {
   std::string n = path_.substr(path_.find_last_of('/') + 1);
@@ -402,53 +251,17 @@ std::string PolicySandbox::name() const {
   return n;
 }
 
-double PolicySandbox::memory_mb() const { return static_cast<double>(alloc_->used) / (1024.0 * 1024.0); }
+double PolicySandbox::memory_mb() const { return state_->memory_mb(); }
 
 // Runs policy[function] under the budget with the nargs arguments on top of the
 // stack (function = null: the function is on the stack below its arguments).
-namespace {
-
-// The protected part of a call: from here on the memory cap holds. Upvalue: the
-// allocator; arguments: the function and its arguments.
-int enter_capped(lua_State* L) {
-  *static_cast<bool*>(lua_touserdata(L, lua_upvalueindex(1))) = true;
-  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-  return lua_gettop(L);
-}
-
-}  // namespace
-
 void PolicySandbox::call(const char* function, int nargs, int nresults, const std::string& what) {
-  struct Uncap {
-    bool& enforce;
-    ~Uncap() { enforce = false; }
-  } uncap{alloc_->enforce};
-  alloc_->enforce = false;
   if (function) {
     push_policy_field(function);
     lua_insert(L_, -(nargs + 1));
   }
-  lua_pushlightuserdata(L_, &alloc_->enforce);
-  lua_pushcclosure(L_, enter_capped, 1);
-  lua_insert(L_, -(nargs + 2));  // below the function and its arguments
-  alloc_->refused = false;
-  const double start = now_ms();
-  CallBudget budget(L_, limits_.budget_ms, interrupted_);
-  try {
-    protected_call(L_, nargs + 1, nresults, what);
-  } catch (const std::exception& e) {
-    last_call_ms_ = now_ms() - start;
-    const PolicyFailure::Kind kind = budget.expired() ? PolicyFailure::Timeout
-                                     : alloc_->refused  ? PolicyFailure::Memory
-                                                        : PolicyFailure::Error;
-    std::string message = e.what();
-    if (kind == PolicyFailure::Memory)
-      message += "\n  what to do: the policy's state may hold at most policy.memory_mb = " +
-                 std::to_string(static_cast<int>(limits_.memory_mb)) +
-                 " MB; look for a table that grows every call, or raise the cap";
-    throw PolicyFailure(kind, message);
-  }
-  last_call_ms_ = now_ms() - start;
+  state_->call(nargs, nresults, what, limits_.budget_ms);
+  last_call_ms_ = state_->last_call_ms();
 }
 
 void PolicySandbox::init(const PolicyCluster& cluster) {
@@ -600,18 +413,6 @@ void PolicySandbox::read_sync(int ans, const Garbage& garbage, SyncPlan& sync) {
   lua_pop(L_, 1);
   if (sync.mode == SyncMode::grouped && sync.group.empty()) sync.group.assign(static_cast<size_t>(workers_), 0);
   if (sync.mode != SyncMode::grouped) sync.group.clear();
-}
-
-bool PolicySandbox::hand_state_to(PolicySandbox& next) {
-  if (!has_policy_function("save") || !next.has_policy_function("restore")) return false;
-  const StackGuard guard(L_);
-  call("save", 0, 1, "calling save() of policy " + path_);  // saved
-  CopyArgs args{L_, lua_gettop(L_)};
-  lua_pushcfunction(next.L_, copy_saved_state);
-  lua_pushlightuserdata(next.L_, &args);
-  next.call(nullptr, 1, 1, "handing the saved state of " + path_ + " to " + next.path_);
-  next.call("restore", 1, 0, "calling restore(state) of policy " + next.path_);
-  return true;
 }
 
 namespace {

@@ -1,19 +1,13 @@
 #pragma once
-// One balancing policy in a Lua state of its own (DESIGN.md habits 6 and 7).
+// One balancing policy in a Lua state of its own (DESIGN.md habits 6 and 7), run in
+// the policy worker process (policy_process.hpp), never beside training.
 //
 // A fresh state per policy is the "fresh environment": a new file never sees the old
-// one's globals, and dropping a broken policy drops everything it made. The state
-// runs under two budgets that hold whatever the code does:
-//  - time: every call runs under a CallBudget (budget.hpp), a count hook that
-//    raises past a wall-clock deadline. LuaJIT does not call hooks inside
-//    JIT-compiled traces, so the JIT is turned off for this state and the policy
-//    cannot turn it back on (jit.on raises): a loop the JIT would have compiled is
-//    interpreted, and interrupted like any other;
-//  - memory: the state's allocator refuses to grow past the cap; Lua reports "not
-//    enough memory" in the call that asked, which fails like any error.
-// Infinite recursion is Lua's own "stack overflow" error. The host (policy_host.hpp)
-// backs these with a watchdog for the one thing they cannot stop: a C function
-// (lp_solve, say) that never returns.
+// one's globals, and dropping a broken policy drops everything it made. The state is
+// a CappedState (capped_state.hpp): the whitelisted environment, the JIT off, a
+// memory cap and a time budget on every call. Infinite recursion is Lua's own "stack
+// overflow" error. What those cannot stop (a C function that never returns, a VM
+// crash) ends the worker process, and the host starts a fresh one.
 //
 // Not thread-safe: one thread at a time calls a sandbox.
 #include <lua.hpp>
@@ -23,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/script/capped_state.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/worker_stats.hpp"
 
@@ -51,20 +46,8 @@ struct PolicyAnswer {
   std::string reason;
 };
 
-// Why a call failed: the Lua error (with its traceback), and whether a budget
-// stopped it.
-class PolicyFailure : public std::exception {
-public:
-  enum Kind { Error, Timeout, Memory, Garbage };
-  PolicyFailure(Kind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
-  const char* what() const noexcept override { return message_.c_str(); }
-  Kind kind() const { return kind_; }
-  const char* kind_name() const;
-
-private:
-  Kind kind_;
-  std::string message_;
-};
+// Why a call failed (capped_state.hpp).
+using PolicyFailure = ScriptFailure;
 
 class PolicySandbox {
 public:
@@ -86,9 +69,6 @@ public:
   // new policy sees the same window as the old one did).
   void observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
                const ClusterStats& cluster = ClusterStats{});
-  // next.restore(this.save()), when this has save and next has restore; the state
-  // is copied value by value (plain data only). Returns false when either is missing.
-  bool hand_state_to(PolicySandbox& next);
   // For checkpoints: save() written as a Lua literal (plain data; numbers exact, to
   // 17 digits, infinities and NaN included), or "" when the policy has no save().
   // restore_literal() reads one back (in an empty environment: data, not code) and
@@ -104,7 +84,6 @@ public:
   lua_State* lua() const { return L_; }  // for the REPL (same thread rules)
 
 private:
-  struct Allocator;
   void call(const char* function, int nargs, int nresults, const std::string& what);
   // table[name] (the policy table: policy[name]) pushed, looked up through call():
   // a policy's metatable may run code, which must fail as the policy's error.
@@ -117,9 +96,8 @@ private:
 
   std::string path_;
   PolicyLimits limits_;
-  std::string interrupted_;  // the error a call past its budget raises
-  std::unique_ptr<Allocator> alloc_;
-  lua_State* L_ = nullptr;
+  std::unique_ptr<CappedState> state_;
+  lua_State* L_ = nullptr;  // state_'s
   int policy_ref_ = LUA_NOREF;   // the table the file returned
   int history_ref_ = LUA_NOREF;  // stats.history
   int history_len_ = 20;

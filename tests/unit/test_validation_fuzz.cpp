@@ -819,7 +819,7 @@ int load_and_run(const std::string& file, bool swap_to_self) {
     if (swap_to_self) {
       PolicySandbox next(file, {200.0, 32.0});
       next.init(c);
-      box.hand_state_to(next);
+      next.restore_literal(box.save_literal());
     }
   } catch (const PolicyFailure&) {
     return 0;

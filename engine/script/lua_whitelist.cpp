@@ -1,0 +1,22 @@
+#include "engine/script/lua_whitelist.hpp"
+
+#include <luajit.h>
+
+#include "engine/script/lua_state.hpp"
+
+namespace tandem {
+
+int open_whitelisted_libraries(lua_State* L) {
+  open_tandem_libraries(L);
+  // Interpreted only: the budget's count hook is never called inside a trace.
+  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "tandem.whitelist");
+  lua_call(L, 1, 1);  // the reducing function
+  lua_pushvalue(L, LUA_GLOBALSINDEX);
+  lua_pushstring(L, tandem_root().c_str());
+  lua_call(L, 2, 0);
+  return 0;
+}
+
+}  // namespace tandem

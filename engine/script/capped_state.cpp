@@ -86,7 +86,23 @@ int enter_capped(lua_State* L) {
   return lua_gettop(L);
 }
 
+int collect_garbage(lua_State* L) {
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  return 0;
+}
+
 }  // namespace
+
+// LuaJIT collects when the heap reaches twice what the last collection left, and does
+// no emergency collection when the allocator refuses: a state whose live data passed
+// half its cap, or whose call met the cap, would otherwise fail every later call
+// with its own garbage. A full collection after such a call (uncapped; protected,
+// should a finalizer raise) leaves the next call the room the live data does not use.
+void CappedState::collect_if_crowded() {
+  alloc_->enforce = false;
+  if (alloc_->refused || alloc_->used > alloc_->cap / 2) lua_cpcall(L_, collect_garbage, nullptr);
+  alloc_->refused = false;
+}
 
 void CappedState::call(int nargs, int nresults, const std::string& what, double budget_ms) {
   struct Uncap {
@@ -111,6 +127,7 @@ void CappedState::call(int nargs, int nresults, const std::string& what, double 
     const ScriptFailure::Kind kind = budget.expired() ? ScriptFailure::Timeout
                                      : alloc_->refused  ? ScriptFailure::Memory
                                                         : ScriptFailure::Error;
+    collect_if_crowded();
     std::string message = e.what();
     if (kind == ScriptFailure::Memory)
       message += "\n  what to do: " + owner_ + " may hold at most policy.memory_mb = " +
@@ -119,6 +136,7 @@ void CappedState::call(int nargs, int nresults, const std::string& what, double 
     throw ScriptFailure(kind, message);
   }
   last_call_ms_ = now_ms() - start;
+  collect_if_crowded();
 }
 
 }  // namespace tandem

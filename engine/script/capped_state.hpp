@@ -57,6 +57,7 @@ public:
 
 private:
   struct Allocator;
+  void collect_if_crowded();
   std::unique_ptr<Allocator> alloc_;
   lua_State* L_ = nullptr;
   double cap_mb_;

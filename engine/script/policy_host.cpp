@@ -370,6 +370,10 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
     answer = worker_->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
   } catch (const PolicyFailure& f) {
     d.report.cost_ms += worker_->last_call_ms();
+    // Interrupted mid-call (past its budget or its memory cap), the policy's tables
+    // may be half-updated: the next decision runs in a fresh worker. A plain error
+    // the policy raised leaves its state as the policy chose.
+    if (f.kind() == PolicyFailure::Timeout || f.kind() == PolicyFailure::Memory) worker_->kill();
     count_failure(f.kind_name(), f.what(), d);
     return;
   }

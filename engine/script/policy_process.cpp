@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -57,7 +58,9 @@ std::string policy_worker_path() {
   return TANDEM_POLICY_WORKER;
 }
 
-double PolicyProcess::deadline_ms(double budget_ms) { return 2.0 * budget_ms + 100.0; }
+// Validation bounds policy.budget_ms; the clamp keeps a deadline finite whatever
+// reaches here.
+double PolicyProcess::deadline_ms(double budget_ms) { return 2.0 * std::min(budget_ms, 3.6e6) + 100.0; }
 
 PolicyProcess::PolicyProcess(const std::string& path, const PolicyLimits& limits) : path_(path), limits_(limits) {
   int sv[2];
@@ -99,10 +102,15 @@ PolicyProcess::PolicyProcess(const std::string& path, const PolicyLimits& limits
   w.put_string(path);
   w.put<double>(limits.budget_ms);
   w.put<double>(limits.memory_mb);
-  const std::string body = request(PolicyOp::load, w.bytes(), "loading", kStartGraceMs);
-  WireReader r(body);
-  name_ = r.get_string("load.name");
-  confinement_ = r.get_string("load.confinement");
+  try {
+    const std::string body = request(PolicyOp::load, w.bytes(), "loading", kStartGraceMs);
+    WireReader r(body);
+    name_ = r.get_string("load.name");
+    confinement_ = r.get_string("load.confinement");
+  } catch (...) {
+    end();  // no destructor runs for a constructor that throws
+    throw;
+  }
 }
 
 PolicyProcess::~PolicyProcess() { end(); }

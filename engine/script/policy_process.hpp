@@ -40,6 +40,8 @@ public:
   bool restore_literal(const std::string& literal);
 
   bool alive() const { return pid_ > 0; }
+  // Kills the worker now (a call it failed may have left its state half-changed).
+  void kill() { end(); }
   const std::string& path() const { return path_; }
   const std::string& name() const { return name_; }
   const std::string& confinement() const { return confinement_; }  // what the worker applied

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -101,7 +102,7 @@ void arm_cpu_limit(double seconds) {
   ::getrusage(RUSAGE_SELF, &u);
   const double used = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
                       1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-  const rlim_t soft = static_cast<rlim_t>(std::ceil(used + seconds)) + 1;
+  const rlim_t soft = static_cast<rlim_t>(std::ceil(used + std::min(seconds, 1e6))) + 1;
   rlimit r{soft, RLIM_INFINITY};
   ::setrlimit(RLIMIT_CPU, &r);
 }

@@ -18,6 +18,7 @@
 
 #include "engine/script/policy_sandbox.hpp"
 #include "engine/train/checkpoint/file.hpp"
+#include "tests/unit/checkpoint_sample.hpp"
 #include "tests/unit/test_support.hpp"
 
 using namespace tandem;
@@ -25,41 +26,6 @@ using namespace tandem::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-CheckpointState sample_state(int64_t iteration, const std::string& model = "model 'mlp': 6 parameters") {
-  CheckpointState s;
-  s.iteration = iteration;
-  s.world = 3;
-  s.seed = 7;
-  s.experiment = "unit";
-  s.model = model;
-  s.param_count = 6;
-  s.params = {1.5f, -2.0f, 3.25f, std::numeric_limits<float>::denorm_min(), -0.0f, 1e30f};
-  s.velocity = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
-  s.layer_state = {0.25, 1.0 / 3.0};
-  s.pending_stats = std::string("\0\x01stats", 7);
-  s.stats_record = 7;
-  s.plan.local_batch = {10, 20, 34};
-  s.policy = "lbb";
-  s.policy_state = "{[\"x\"]=1,}";
-  s.train_ms = 1234.5;
-  s.samples = 64 * iteration;
-  s.version = iteration;
-  s.test_accuracy = 0.8;
-  s.best_test_accuracy = 0.85;
-  s.time_to_target_s = 12.5;
-  return s;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 std::string rejection(const std::string& path, const std::string& model = "") {
   try {
@@ -148,7 +114,7 @@ BOOST_AUTO_TEST_CASE(each_bad_file_is_rejected_naming_the_check_and_the_previous
   // The newest corrupted: the one before it is taken, and the rejection said why.
   write_bytes(newest, flipped);
   std::vector<std::string> why;
-  const auto loaded = load_latest_checkpoint(d, sample_state(10).model, &why);
+  const auto loaded = load_latest_checkpoint(d, CheckpointExpect{sample_state(10).model, 6, 2}, &why);
   BOOST_TEST_REQUIRE(loaded.has_value());
   BOOST_TEST(loaded->state.iteration == 10);
   BOOST_TEST_REQUIRE(why.size() == 1u);
@@ -157,7 +123,7 @@ BOOST_AUTO_TEST_CASE(each_bad_file_is_rejected_naming_the_check_and_the_previous
   // None good: nothing, and every reason.
   write_bytes(checkpoint_path(d, 10), "garbage");
   why.clear();
-  BOOST_TEST(!load_latest_checkpoint(d, "", &why).has_value());
+  BOOST_TEST(!load_latest_checkpoint(d, CheckpointExpect{}, &why).has_value());
   BOOST_TEST(why.size() == 2u);
 }
 

@@ -25,6 +25,16 @@ std::vector<float> to_host(Device& dev, const Tensor& t) {
   return out;
 }
 
+// The sizes a checkpoint of this model must have, checked before anything is
+// allocated from the file's numbers.
+CheckpointExpect expect_of(const Model& model) {
+  CheckpointExpect e;
+  e.model = model.summary();
+  e.param_count = static_cast<int64_t>(model.param_count());
+  e.layer_state_count = static_cast<int64_t>(model.layer_state().size());
+  return e;
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(const CheckpointConfig& cfg, const std::string& run_dir, Model& model, Sgd& sgd)
@@ -91,12 +101,13 @@ void Checkpointer::check_disk() const {
 }
 
 CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, Comm& comm) {
-  const std::string dir = checkpoint_dir(run_dir), summary = model.summary();
+  const std::string dir = checkpoint_dir(run_dir);
+  const CheckpointExpect expect = expect_of(model);
   char chosen[4096] = {0};
   std::string rejections;
   if (comm.rank() == 0) {
     std::vector<std::string> why;
-    if (const auto loaded = load_latest_checkpoint(dir, summary, &why)) {
+    if (const auto loaded = load_latest_checkpoint(dir, expect, &why)) {
       TANDEM_CHECK(loaded->path.size() < sizeof chosen, "checkpoint path too long: ", loaded->path);
       std::memcpy(chosen, loaded->path.c_str(), loaded->path.size());
       // The rejected ones newer than it leave the set (renamed, kept for a look):
@@ -117,12 +128,19 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, 
   comm.broadcast(chosen, sizeof chosen, "choosing the checkpoint to resume from");
   if (chosen[0] == 0)
     TANDEM_FAIL_HINT("start the run afresh (without --resume), or resume a run directory that has checkpoints "
-                     "(checkpoint.every or checkpoint.every_s)",
+                     "(checkpoint.every or checkpoint.every_s); one written for another model or optimizer resumes "
+                     "only with the experiment the run was started with",
                      "no usable checkpoint in '", dir, "'",
                      comm.rank() == 0 ? (rejections.empty() ? std::string(" (there is none)") : rejections)
                                       : std::string(" (rank 0's log says why)"));
   // Rank 0 checked it; the others read the same file and check it again (cheap).
-  CheckpointState s = read_checkpoint(chosen, summary);
+  CheckpointState s = read_checkpoint(chosen, expect);
+  // read_checkpoint checked the sizes against the model; again here, next to the
+  // copies, because a size that slipped through would write past the model's memory.
+  TANDEM_CHECK(s.params.size() == model.param_count() && s.layer_state.size() == model.layer_state().size(),
+               "checkpoint ", chosen, " passed the reader with ", s.params.size(), " parameters and ",
+               s.layer_state.size(), " values of layer state for a model of ", model.param_count(), " and ",
+               model.layer_state().size(), " (a bug in tandem)");
   Device& dev = model.device();
   dev.copy_from_host(model.params().data(), s.params.data(), s.params.size());
   if (sgd.velocity().defined()) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -18,6 +19,8 @@
 
 #include "engine/script/policy_sandbox.hpp"
 #include "engine/train/checkpoint/file.hpp"
+#include "engine/train/checkpoint/run_checkpoints.hpp"
+#include "engine/train/worker_stats.hpp"
 #include "tests/unit/checkpoint_sample.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -143,6 +146,36 @@ BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_write_and_keeps_the_old_checkpoints) 
   BOOST_TEST(!fs::exists(checkpoint_path(d, 20)));
   BOOST_TEST(list_checkpoints(d).size() == 1u);
   BOOST_TEST(read_bytes(checkpoint_path(d, 10)) == before);
+}
+
+// Pending stats are raw WorkerStats the recorder indexes by rank: a record that does
+// not name its own slot's rank (or has an impossible group, sync mode, valid flag or
+// batch) leaves them all out rather than write past the recorder's arrays.
+BOOST_AUTO_TEST_CASE(pending_stats_with_a_foreign_rank_or_group_are_left_out) {
+  auto state_of = [](std::vector<WorkerStats> records) {
+    CheckpointState s;
+    s.world = static_cast<int>(records.size());
+    s.stats_record = sizeof(WorkerStats);
+    s.pending_stats.assign(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(WorkerStats));
+    return s;
+  };
+  std::vector<WorkerStats> good(2);
+  for (int r = 0; r < 2; ++r) {
+    good[static_cast<size_t>(r)].rank = r;
+    good[static_cast<size_t>(r)].valid = 1;
+  }
+  BOOST_TEST(usable_pending_stats(state_of(good), 2) == state_of(good).pending_stats);
+  BOOST_TEST(usable_pending_stats(state_of(good), 3).empty());  // another cluster size
+  BOOST_TEST(usable_pending_stats(CheckpointState{}, 2).empty());
+  for (auto bad : std::vector<std::function<void(WorkerStats&)>>{
+           [](WorkerStats& w) { w.rank = 1000000; }, [](WorkerStats& w) { w.rank = -1; },
+           [](WorkerStats& w) { w.group = 2; },      [](WorkerStats& w) { w.group = -5; },
+           [](WorkerStats& w) { w.sync_mode = 9; },  [](WorkerStats& w) { w.valid = 7; },
+           [](WorkerStats& w) { w.local_batch = -3; }}) {
+    std::vector<WorkerStats> records = good;
+    bad(records[1]);
+    BOOST_TEST(usable_pending_stats(state_of(records), 2).empty());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(policy_state_round_trips_through_a_lua_literal) {

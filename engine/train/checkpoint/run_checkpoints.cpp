@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/core/error.hpp"
+#include "engine/train/worker_stats.hpp"
 
 namespace tandem {
 
@@ -154,6 +155,29 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, 
     spdlog::info("resuming from {}: iteration {}, {} worker(s) then, {} now", chosen, s.iteration, s.world,
                  comm.size());
   return s;
+}
+
+std::string usable_pending_stats(const CheckpointState& s, int world) {
+  if (s.pending_stats.empty()) return {};
+  if (s.stats_record != static_cast<int64_t>(sizeof(WorkerStats)) ||
+      s.pending_stats.size() != static_cast<size_t>(world) * sizeof(WorkerStats)) {
+    spdlog::info("the checkpoint's pending stats ({} bytes in records of {}) are not this build's for {} workers: "
+                 "the resumed run records from its first iteration on", s.pending_stats.size(), s.stats_record, world);
+    return {};
+  }
+  for (int r = 0; r < world; ++r) {
+    WorkerStats w;
+    std::memcpy(&w, s.pending_stats.data() + static_cast<size_t>(r) * sizeof w, sizeof w);
+    const bool fits = w.rank == r && (w.valid == 0 || w.valid == 1) && w.group >= 0 && w.group < world &&
+                      w.sync_mode >= 0 && w.sync_mode <= static_cast<int32_t>(SyncMode::local) && w.local_batch >= 0;
+    if (!fits) {
+      spdlog::warn("the checkpoint's pending stats are left out: record {} says rank {}, group {}, sync mode {}, "
+                   "valid {}, local batch {} (the file was altered); the resumed run records from its first "
+                   "iteration on", r, w.rank, w.group, w.sync_mode, w.valid, w.local_batch);
+      return {};
+    }
+  }
+  return s.pending_stats;
 }
 
 }  // namespace tandem

@@ -234,9 +234,7 @@ void Trainer::resume() {
     }
   }
   if (same_cluster) plan_ = s.plan;
-  if (same_cluster && rank_ == 0 && s.stats_record == static_cast<int64_t>(sizeof(WorkerStats)) &&
-      s.pending_stats.size() == static_cast<size_t>(world_) * sizeof(WorkerStats))
-    pending_ = s.pending_stats;
+  if (same_cluster && rank_ == 0) pending_ = usable_pending_stats(s, world_);
   if (same_cluster && rank_ == 0 && s.cluster_stats.size() == sizeof(ClusterStats))
     std::memcpy(&cluster_, s.cluster_stats.data(), sizeof cluster_);
   if (rank_ == 0 && !same_cluster)

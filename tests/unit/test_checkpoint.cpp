@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -18,6 +19,9 @@
 
 #include "engine/script/policy_sandbox.hpp"
 #include "engine/train/checkpoint/file.hpp"
+#include "engine/train/checkpoint/run_checkpoints.hpp"
+#include "engine/train/worker_stats.hpp"
+#include "tests/unit/checkpoint_sample.hpp"
 #include "tests/unit/test_support.hpp"
 
 using namespace tandem;
@@ -25,41 +29,6 @@ using namespace tandem::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-CheckpointState sample_state(int64_t iteration, const std::string& model = "model 'mlp': 6 parameters") {
-  CheckpointState s;
-  s.iteration = iteration;
-  s.world = 3;
-  s.seed = 7;
-  s.experiment = "unit";
-  s.model = model;
-  s.param_count = 6;
-  s.params = {1.5f, -2.0f, 3.25f, std::numeric_limits<float>::denorm_min(), -0.0f, 1e30f};
-  s.velocity = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
-  s.layer_state = {0.25, 1.0 / 3.0};
-  s.pending_stats = std::string("\0\x01stats", 7);
-  s.stats_record = 7;
-  s.plan.local_batch = {10, 20, 34};
-  s.policy = "lbb";
-  s.policy_state = "{[\"x\"]=1,}";
-  s.train_ms = 1234.5;
-  s.samples = 64 * iteration;
-  s.version = iteration;
-  s.test_accuracy = 0.8;
-  s.best_test_accuracy = 0.85;
-  s.time_to_target_s = 12.5;
-  return s;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 std::string rejection(const std::string& path, const std::string& model = "") {
   try {
@@ -148,7 +117,7 @@ BOOST_AUTO_TEST_CASE(each_bad_file_is_rejected_naming_the_check_and_the_previous
   // The newest corrupted: the one before it is taken, and the rejection said why.
   write_bytes(newest, flipped);
   std::vector<std::string> why;
-  const auto loaded = load_latest_checkpoint(d, sample_state(10).model, &why);
+  const auto loaded = load_latest_checkpoint(d, CheckpointExpect{sample_state(10).model, 6, 2}, &why);
   BOOST_TEST_REQUIRE(loaded.has_value());
   BOOST_TEST(loaded->state.iteration == 10);
   BOOST_TEST_REQUIRE(why.size() == 1u);
@@ -157,7 +126,7 @@ BOOST_AUTO_TEST_CASE(each_bad_file_is_rejected_naming_the_check_and_the_previous
   // None good: nothing, and every reason.
   write_bytes(checkpoint_path(d, 10), "garbage");
   why.clear();
-  BOOST_TEST(!load_latest_checkpoint(d, "", &why).has_value());
+  BOOST_TEST(!load_latest_checkpoint(d, CheckpointExpect{}, &why).has_value());
   BOOST_TEST(why.size() == 2u);
 }
 
@@ -177,6 +146,36 @@ BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_write_and_keeps_the_old_checkpoints) 
   BOOST_TEST(!fs::exists(checkpoint_path(d, 20)));
   BOOST_TEST(list_checkpoints(d).size() == 1u);
   BOOST_TEST(read_bytes(checkpoint_path(d, 10)) == before);
+}
+
+// Pending stats are raw WorkerStats the recorder indexes by rank: a record that does
+// not name its own slot's rank (or has an impossible group, sync mode, valid flag or
+// batch) leaves them all out rather than write past the recorder's arrays.
+BOOST_AUTO_TEST_CASE(pending_stats_with_a_foreign_rank_or_group_are_left_out) {
+  auto state_of = [](std::vector<WorkerStats> records) {
+    CheckpointState s;
+    s.world = static_cast<int>(records.size());
+    s.stats_record = sizeof(WorkerStats);
+    s.pending_stats.assign(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(WorkerStats));
+    return s;
+  };
+  std::vector<WorkerStats> good(2);
+  for (int r = 0; r < 2; ++r) {
+    good[static_cast<size_t>(r)].rank = r;
+    good[static_cast<size_t>(r)].valid = 1;
+  }
+  BOOST_TEST(usable_pending_stats(state_of(good), 2) == state_of(good).pending_stats);
+  BOOST_TEST(usable_pending_stats(state_of(good), 3).empty());  // another cluster size
+  BOOST_TEST(usable_pending_stats(CheckpointState{}, 2).empty());
+  for (auto bad : std::vector<std::function<void(WorkerStats&)>>{
+           [](WorkerStats& w) { w.rank = 1000000; }, [](WorkerStats& w) { w.rank = -1; },
+           [](WorkerStats& w) { w.group = 2; },      [](WorkerStats& w) { w.group = -5; },
+           [](WorkerStats& w) { w.sync_mode = 9; },  [](WorkerStats& w) { w.valid = 7; },
+           [](WorkerStats& w) { w.local_batch = -3; }}) {
+    std::vector<WorkerStats> records = good;
+    bad(records[1]);
+    BOOST_TEST(usable_pending_stats(state_of(records), 2).empty());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(policy_state_round_trips_through_a_lua_literal) {

@@ -20,15 +20,38 @@
 // checkpoint's name. The newest `keep` are kept.
 //
 // Reading checks, in order: the length (truncated), the magic, the format version,
-// the checksum (corrupted), the model (this experiment's model summary); the first
-// failed check is named. load_latest() walks back from the newest until one passes.
+// the header's section lengths against the bytes the file holds, the checksum
+// (corrupted), every header field's type and range, the model (this experiment's
+// model summary and sizes); the first failed check is named. A checksum only tells
+// an accident from a good file: one altered on purpose (CRC recomputed) meets the
+// same checks, so no number from the file sizes an allocation or a copy before it
+// was checked against the file's length and the model's sizes, with arithmetic
+// that cannot overflow. load_latest() walks back from the newest until one passes.
+//
+// The rules a header meets (every value a JSON integer where a count is meant: not a
+// fraction, a string, a number past int64, rounded or wrapped):
+//   - the section counts (param_count, velocity_count, layer_state_count, stats_bytes,
+//     window_bytes, cluster_bytes) are integers >= 0 whose bytes fill the file between
+//     the header and the checksum exactly;
+//   - param_count and layer_state_count are the model's (CheckpointExpect), and
+//     velocity_count is 0 (plain SGD) or param_count;
+//   - iteration, samples, version: integers from 0 to 2^53; train_ms and
+//     time_to_target_s (or null): numbers from 0 to 2^53; the accuracies from 0 to 1;
+//     world from 1 to INT_MAX; seed any u64; experiment, model, policy, policy_state
+//     strings, the model's equal to this experiment's summary;
+//   - stats_record from 0 to 2^16, and pending stats (when any) one record per worker;
+//   - the plan: one local batch per worker (integers, summing to at most 2^53), a known
+//     sync mode, groups empty or one per worker in 0..world-1, the sync integers in int
+//     range, and Plan::validate passes for the world and the batches' sum.
+// The opaque sections (pending stats, the policy's window, cluster stats) are bounded
+// by the file only; their readers check their own sizes and contents.
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "engine/core/error.hpp"
 #include "engine/train/plan.hpp"
 
 namespace tandem {
@@ -64,9 +87,19 @@ struct CheckpointState {
   std::optional<double> time_to_target_s;
 };
 
-// A checkpoint that fails a check; what() names the file and the check.
-struct CheckpointRejected : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A checkpoint that fails a check: what_failed() names the file, the check and the
+// field ("<path>: <check>", one line for lists of rejections), hint() what to do.
+struct CheckpointRejected : Error {
+  using Error::Error;
+};
+
+// What the model being resumed holds, so that a checkpoint's counts are checked
+// against it before anything is allocated. Unset parts are not checked (listing a
+// run's checkpoints without building its model); the file's own consistency is.
+struct CheckpointExpect {
+  std::string model;                        // Model::summary(); empty: any
+  std::optional<int64_t> param_count;       // velocity_count must be 0 or this too
+  std::optional<int64_t> layer_state_count;
 };
 
 // <run dir>/checkpoints, and the file of a checkpoint at an iteration there.
@@ -81,9 +114,11 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t keep,
                       const std::function<void()>& midway = {});
 
-// Reads and checks one file; throws CheckpointRejected naming the failed check.
-// `model` (a Model::summary()), when not empty, must match.
-CheckpointState read_checkpoint(const std::string& path, const std::string& model = "");
+// Reads and checks one file; throws CheckpointRejected naming the failed check (and
+// nothing else: not a parse error, not bad_alloc from a size in the file).
+CheckpointState read_checkpoint(const std::string& path, const CheckpointExpect& expect = {});
+// The same with only the model summary to match (when not empty).
+CheckpointState read_checkpoint(const std::string& path, const std::string& model);
 
 // The newest checkpoint in `dir` that passes every check, the rejected ones logged
 // with their reason; nullopt when there is none (each rejection in *why).
@@ -91,7 +126,7 @@ struct LoadedCheckpoint {
   CheckpointState state;
   std::string path;
 };
-std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, const std::string& model,
+std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, const CheckpointExpect& expect,
                                                        std::vector<std::string>* why);
 
 }  // namespace tandem

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/core/error.hpp"
+#include "engine/train/worker_stats.hpp"
 
 namespace tandem {
 
@@ -23,6 +24,16 @@ std::vector<float> to_host(Device& dev, const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   if (!out.empty()) dev.copy_to_host(out.data(), t.data(), out.size());
   return out;
+}
+
+// The sizes a checkpoint of this model must have, checked before anything is
+// allocated from the file's numbers.
+CheckpointExpect expect_of(const Model& model) {
+  CheckpointExpect e;
+  e.model = model.summary();
+  e.param_count = static_cast<int64_t>(model.param_count());
+  e.layer_state_count = static_cast<int64_t>(model.layer_state().size());
+  return e;
 }
 
 }  // namespace
@@ -91,12 +102,13 @@ void Checkpointer::check_disk() const {
 }
 
 CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, Comm& comm) {
-  const std::string dir = checkpoint_dir(run_dir), summary = model.summary();
+  const std::string dir = checkpoint_dir(run_dir);
+  const CheckpointExpect expect = expect_of(model);
   char chosen[4096] = {0};
   std::string rejections;
   if (comm.rank() == 0) {
     std::vector<std::string> why;
-    if (const auto loaded = load_latest_checkpoint(dir, summary, &why)) {
+    if (const auto loaded = load_latest_checkpoint(dir, expect, &why)) {
       TANDEM_CHECK(loaded->path.size() < sizeof chosen, "checkpoint path too long: ", loaded->path);
       std::memcpy(chosen, loaded->path.c_str(), loaded->path.size());
       // The rejected ones newer than it leave the set (renamed, kept for a look):
@@ -117,12 +129,19 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, 
   comm.broadcast(chosen, sizeof chosen, "choosing the checkpoint to resume from");
   if (chosen[0] == 0)
     TANDEM_FAIL_HINT("start the run afresh (without --resume), or resume a run directory that has checkpoints "
-                     "(checkpoint.every or checkpoint.every_s)",
+                     "(checkpoint.every or checkpoint.every_s); one written for another model or optimizer resumes "
+                     "only with the experiment the run was started with",
                      "no usable checkpoint in '", dir, "'",
                      comm.rank() == 0 ? (rejections.empty() ? std::string(" (there is none)") : rejections)
                                       : std::string(" (rank 0's log says why)"));
   // Rank 0 checked it; the others read the same file and check it again (cheap).
-  CheckpointState s = read_checkpoint(chosen, summary);
+  CheckpointState s = read_checkpoint(chosen, expect);
+  // read_checkpoint checked the sizes against the model; again here, next to the
+  // copies, because a size that slipped through would write past the model's memory.
+  TANDEM_CHECK(s.params.size() == model.param_count() && s.layer_state.size() == model.layer_state().size(),
+               "checkpoint ", chosen, " passed the reader with ", s.params.size(), " parameters and ",
+               s.layer_state.size(), " values of layer state for a model of ", model.param_count(), " and ",
+               model.layer_state().size(), " (a bug in tandem)");
   Device& dev = model.device();
   dev.copy_from_host(model.params().data(), s.params.data(), s.params.size());
   if (sgd.velocity().defined()) {
@@ -136,6 +155,29 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, 
     spdlog::info("resuming from {}: iteration {}, {} worker(s) then, {} now", chosen, s.iteration, s.world,
                  comm.size());
   return s;
+}
+
+std::string usable_pending_stats(const CheckpointState& s, int world) {
+  if (s.pending_stats.empty()) return {};
+  if (s.stats_record != static_cast<int64_t>(sizeof(WorkerStats)) ||
+      s.pending_stats.size() != static_cast<size_t>(world) * sizeof(WorkerStats)) {
+    spdlog::info("the checkpoint's pending stats ({} bytes in records of {}) are not this build's for {} workers: "
+                 "the resumed run records from its first iteration on", s.pending_stats.size(), s.stats_record, world);
+    return {};
+  }
+  for (int r = 0; r < world; ++r) {
+    WorkerStats w;
+    std::memcpy(&w, s.pending_stats.data() + static_cast<size_t>(r) * sizeof w, sizeof w);
+    const bool fits = w.rank == r && (w.valid == 0 || w.valid == 1) && w.group >= 0 && w.group < world &&
+                      w.sync_mode >= 0 && w.sync_mode <= static_cast<int32_t>(SyncMode::local) && w.local_batch >= 0;
+    if (!fits) {
+      spdlog::warn("the checkpoint's pending stats are left out: record {} says rank {}, group {}, sync mode {}, "
+                   "valid {}, local batch {} (the file was altered); the resumed run records from its first "
+                   "iteration on", r, w.rank, w.group, w.sync_mode, w.valid, w.local_batch);
+      return {};
+    }
+  }
+  return s.pending_stats;
 }
 
 }  // namespace tandem

@@ -56,4 +56,10 @@ private:
 // tells the others which file; fails naming every rejection when none is good.
 CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, Comm& comm);
 
+// The checkpoint's pending stats (rank 0), when a run of `world` workers can record
+// them as the uninterrupted run would have; empty otherwise. The reader bounds them by
+// the file only: here each record must be a WorkerStats of this build and name the
+// rank whose slot it fills, since the recorder indexes by its rank and group.
+std::string usable_pending_stats(const CheckpointState& s, int world);
+
 }  // namespace tandem

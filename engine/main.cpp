@@ -406,7 +406,8 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     tandem::ConsoleFactory console;
     if (cfg.console && comm->rank() == 0)
       console = [&](const std::string& run_dir) -> std::unique_ptr<tandem::Console> {
-        return std::make_unique<tandem::ReplConsole>(run_dir, policy.get(), cfg.policy.budget_ms);
+        return std::make_unique<tandem::ReplConsole>(run_dir, policy.get(), cfg.policy.budget_ms,
+                                                     cfg.policy.memory_mb);
       };
     tandem::train(cfg, *comm, device, policy.get(), console);
     // The transport goes before the device: NCCL finishes its work on the device's stream.

@@ -1,7 +1,6 @@
 #include "engine/script/repl.hpp"
 
 #include <fcntl.h>
-#include <luajit.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -15,10 +14,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.hpp"
-#include "engine/script/budget.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/train/worker_stats_fields.hpp"
 
@@ -104,15 +103,12 @@ int connect_console(const std::string& socket_path) {
   return fd;
 }
 
-ReplConsole::ReplConsole(const std::string& run_dir, PolicyHost* policy, double budget_ms)
-    : path_(run_dir + "/repl.sock"), policy_(policy), budget_ms_(budget_ms) {
-  char interrupted[128];
-  std::snprintf(interrupted, sizeof interrupted,
-                "the command ran past its budget of %.0f ms (policy.budget_ms) and was interrupted", budget_ms);
-  interrupted_ = interrupted;
-  // The Lua side first: a broken library fails the run before anything listens.
-  lua_State* L = lua_;
-  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+ReplConsole::ReplConsole(const std::string& run_dir, PolicyHost* policy, double budget_ms, double memory_mb)
+    : path_(run_dir + "/repl.sock"), policy_(policy), budget_ms_(budget_ms), lua_(memory_mb, "the console command") {
+  // The Lua side first: a broken library fails the run before anything listens. The
+  // state is whitelisted like a policy's (no io, os.exit, debug.sethook, ffi...):
+  // the engine table's built-ins are the only way a command acts on the run.
+  lua_State* L = lua_.get();
   lua_pushlightuserdata(L, this);
   lua_pushcclosure(L, &lua_guard<l_print>, 1);
   lua_setglobal(L, "print");
@@ -130,6 +126,8 @@ ReplConsole::ReplConsole(const std::string& run_dir, PolicyHost* policy, double 
     lua_setfield(L, -2, name);
   }
   protected_call(L, 1, 0, "installing the console's built-ins (scripts/tandem/repl.lua)");
+  lua_getfield(L, -1, "show");  // kept: a command cannot redirect how values are printed
+  show_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pop(L, 1);
 
   // The socket: owner only, from the moment it exists (umask around bind, then chmod).
@@ -167,7 +165,7 @@ void ReplConsole::finished(const std::string& how) {
 }
 
 void ReplConsole::accept_loop() {
-  std::vector<std::string> partial;  // by client index in clients_
+  std::map<int, std::string> partial;  // each client's unfinished line
   std::vector<int> fds;
   while (!stop_) {
     std::vector<pollfd> polls{{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
@@ -175,7 +173,6 @@ void ReplConsole::accept_loop() {
       std::lock_guard<std::mutex> lock(mu_);
       fds = clients_;
     }
-    partial.resize(fds.size());
     for (int c : fds) polls.push_back({c, POLLIN, 0});
     if (::poll(polls.data(), polls.size(), 500) < 0 && errno != EINTR) break;
     if (stop_) break;
@@ -194,21 +191,46 @@ void ReplConsole::accept_loop() {
       const ssize_t n = (ev & POLLIN) ? ::recv(fds[i], buf, sizeof buf, 0) : 0;
       std::lock_guard<std::mutex> lock(mu_);
       if (n <= 0) {  // detached
-        ::close(fds[i]);
-        clients_.erase(std::remove(clients_.begin(), clients_.end(), fds[i]), clients_.end());
-        partial[i].clear();
+        drop_client(fds[i], "");
+        partial.erase(fds[i]);
         continue;
       }
-      partial[i].append(buf, static_cast<size_t>(n));
-      for (size_t nl; (nl = partial[i].find('\n')) != std::string::npos;) {
-        queue_.push_back({fds[i], partial[i].substr(0, nl)});
-        partial[i].erase(0, nl + 1);
-      }
-      cv_.notify_all();
+      if (!take_input(fds[i], partial[fds[i]], buf, static_cast<size_t>(n))) partial.erase(fds[i]);
     }
-    // Buffers follow their clients: drop those of clients that left.
-    if (partial.size() > fds.size()) partial.resize(fds.size());
   }
+}
+
+// Under mu_. Appends what a client sent and queues its complete lines; false when the
+// client was disconnected (a line past kMaxLine).
+bool ReplConsole::take_input(int client, std::string& line, const char* data, size_t n) {
+  line.append(data, n);
+  for (size_t nl; (nl = line.find('\n')) != std::string::npos;) {
+    if (nl > kMaxLine) break;
+    if (queue_.size() >= kMaxQueued) {
+      send_all(client, "console: " + std::to_string(kMaxQueued) + " commands are already waiting; this one is "
+                       "dropped\n" + '\0');
+    } else {
+      queue_.push_back({client, line.substr(0, nl)});
+    }
+    line.erase(0, nl + 1);
+  }
+  cv_.notify_all();
+  if (line.size() <= kMaxLine) return true;
+  drop_client(client, "console: a command may be at most 64 KB (" + std::to_string(kMaxLine) +
+                          " bytes); this one is longer, so this client is disconnected (the run is untouched)\n");
+  return false;
+}
+
+// Under mu_.
+void ReplConsole::drop_client(int client, const std::string& last_words) {
+  if (!last_words.empty()) send_all(client, last_words + '\0');
+  ::close(client);
+  clients_.erase(std::remove(clients_.begin(), clients_.end(), client), clients_.end());
+  // A client that sent its commands and left (echo 'stop()' | tandem attach) still
+  // has them run; one disconnected for an over-long line has its dropped.
+  if (!last_words.empty())
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [&](const Command& c) { return c.client == client; }),
+                 queue_.end());
 }
 
 // Under mu_.
@@ -265,7 +287,7 @@ void ReplConsole::answer_swaps() {
 }
 
 void ReplConsole::run_command(const Command& c) {
-  lua_State* L = lua_;
+  lua_State* L = lua_.get();
   client_ = c.client;
   output_.clear();
   const int top = lua_gettop(L);
@@ -280,13 +302,12 @@ void ReplConsole::run_command(const Command& c) {
         throw Error(msg, "console", "check the command's syntax");
       }
     }
-    const CallBudget budget(L, budget_ms_, interrupted_);
-    protected_call(L, 0, LUA_MULTRET, "running the console command '" + c.text + "'");
+    lua_.call(0, LUA_MULTRET, "running the console command '" + c.text.substr(0, 200) + "'", budget_ms_);
     const int results = lua_gettop(L) - top;
-    if (results > 0) {  // repl.show(...) prints them
-      push_module_function(L, "tandem.repl", "show");
+    if (results > 0) {  // repl.show(...) prints them, under the same budget and cap
+      lua_rawgeti(L, LUA_REGISTRYINDEX, show_ref_);
       lua_insert(L, top + 1);
-      protected_call(L, results, 0, "printing the command's values");
+      lua_.call(results, 0, "printing the command's values", budget_ms_);
     }
   } catch (const std::exception& e) {
     output_ += std::string(e.what()) + "\n(the run is untouched)\n";

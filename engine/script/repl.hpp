@@ -5,9 +5,10 @@
 // clients may attach and detach; a thread accepts them and queues their lines.
 //
 // A line is Lua, run on rank 0 at the next iteration boundary in the console's own
-// Lua state (never concurrently with the loop or the policy's state), interrupted
-// by the policy's budget (budget.hpp: a count hook backed by a deadline; the JIT is
-// off). An
+// Lua state (never concurrently with the loop), a CappedState (capped_state.hpp):
+// the policies' whitelist, their memory cap, and their time budget on every
+// command. A line may be at most kMaxLine bytes: a client that sends more is told so
+// and disconnected, so no client can make rank 0 buffer without bound. An
 // expression's values are printed; a command that errors prints its traceback and
 // changes nothing. The built-ins (scripts/tandem/repl.lua) read the run's state and
 // ask for changes: swap and set go through the policy host's hot-swap path; stop,
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/script/capped_state.hpp"
 #include "engine/script/lua_state.hpp"
 #include "engine/script/policy_host.hpp"
 #include "engine/train/console.hpp"
@@ -41,9 +43,9 @@ void push_console_columns(lua_State* L);
 
 class ReplConsole final : public Console {
 public:
-  // policy: the run's policy host (null without a policy); budget_ms: each command's
-  // time budget (the policy's).
-  ReplConsole(const std::string& run_dir, PolicyHost* policy, double budget_ms);
+  // policy: the run's policy host (null without a policy); budget_ms and memory_mb:
+  // each command's time budget and the console state's memory cap (the policy's).
+  ReplConsole(const std::string& run_dir, PolicyHost* policy, double budget_ms, double memory_mb);
   ~ReplConsole() override;
 
   void serve(const ConsoleView& view, ConsoleRequests& requests) override;
@@ -62,7 +64,11 @@ private:
     std::string what;
     std::future<SwapResult> result;
   };
+  static constexpr size_t kMaxLine = 64 * 1024;  // one command's bytes
+  static constexpr size_t kMaxQueued = 256;      // commands waiting for the next boundary
   void accept_loop();
+  bool take_input(int client, std::string& line, const char* data, size_t n);
+  void drop_client(int client, const std::string& last_words);
   void run_command(const Command& c);
   void reply(int client, const std::string& text);
   void answer_swaps();
@@ -83,8 +89,8 @@ private:
   std::string path_;
   PolicyHost* policy_;
   double budget_ms_;
-  std::string interrupted_;  // the error a command past its budget raises
-  LuaState lua_;
+  CappedState lua_;
+  int show_ref_ = LUA_NOREF;  // repl.show
   int listen_fd_ = -1, wake_[2] = {-1, -1};
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -1,5 +1,7 @@
 #include "engine/train/boundary.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -280,6 +282,8 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
   s.train_s = p_.progress.train_ms / 1000.0;
   s.samples_per_s = p_.progress.train_ms > 0 ? static_cast<double>(p_.progress.samples) / s.train_s : 0.0;
   s.wall_s = wall_s();
+  rusage self{};
+  if (::getrusage(RUSAGE_SELF, &self) == 0) s.rank0_peak_rss_mb = static_cast<double>(self.ru_maxrss) / 1024.0;  // kB
   if (!p_.recorder) return s;
   if (p_.cfg.save_params) {
     const std::vector<float> params = p_.model.params().to_host();
@@ -288,8 +292,9 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
   p_.recorder->finish(s, p_.cfg);
   console_.finished(fmt::format("run finished ({}) after {} iterations, test accuracy {:.4f}", s.stop_reason,
                                 s.iterations, s.test_accuracy));
-  spdlog::info("done ({}): {} iterations, test accuracy {:.4f}, {:.0f} samples/s, {:.1f} s{}", s.stop_reason,
-               s.iterations, s.test_accuracy, s.samples_per_s, s.wall_s,
+  spdlog::info("done ({}): {} iterations, test accuracy {:.4f}, {:.0f} samples/s, {:.1f} s, rank 0 peak RSS "
+               "{:.0f} MB{}", s.stop_reason, s.iterations, s.test_accuracy, s.samples_per_s, s.wall_s,
+               s.rank0_peak_rss_mb,
                s.time_to_target_s ? fmt::format(", target reached after {:.1f} s of training", *s.time_to_target_s)
                                   : std::string());
   return s;

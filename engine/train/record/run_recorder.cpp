@@ -158,6 +158,7 @@ void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
   j["idle_share"] = s.idle_share;
   j["stats_ms_per_iteration"] = s.stats_ms;
   j["skipped_steps"] = s.skipped_steps;
+  if (s.rank0_peak_rss_mb > 0) j["rank0_peak_rss_mb"] = s.rank0_peak_rss_mb;
   if (policy_.calls > 0) {
     const double calls = static_cast<double>(policy_.calls);
     j["policy"] = {{"name", policy_.name},

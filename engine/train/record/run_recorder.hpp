@@ -35,6 +35,9 @@ struct RunSummary {
   // rank spent posting and completing its report.
   double stats_ms = 0.0;
   int64_t skipped_steps = 0;  // steps skipped for a NaN or Inf loss or gradient
+  // Rank 0's peak resident set (getrusage's ru_maxrss) at the end; 0 where no rank ran
+  // (tandem sim). What a policy does in its worker process never counts here.
+  double rank0_peak_rss_mb = 0.0;
 };
 
 class RunRecorder {

@@ -249,10 +249,21 @@ void resume_settings(const std::string& run_dir, std::string* experiment, std::v
   *overrides = merged;
 }
 
+// Why a failed job left no checkpoint: none were asked for, or it failed before
+// the first was due.
+std::string no_checkpoint_reason(const tandem::CheckpointConfig& c) {
+  if (!c.enabled()) return "no checkpoint was written (set checkpoint.every=ITERATIONS to have them)";
+  std::string due = c.every > 0 ? "iteration " + std::to_string(c.every) : "";
+  if (c.every_s > 0) due += (due.empty() ? "" : " or ") + fmt::format("{:g} s of training", c.every_s);
+  return "no checkpoint was written: the job failed before its first one was due (at " + due +
+         "; rank 0's log says how far it got)";
+}
+
 // After a multi-rank job failed: where it stands and how to go on.
-void report_failed_job(int status, const std::string& run_dir, int workers) {
+void report_failed_job(int status, const std::string& run_dir, const tandem::ExperimentConfig& cfg) {
+  const int workers = cfg.workers;
   const std::vector<std::string> all = tandem::list_checkpoints(tandem::checkpoint_dir(run_dir));
-  std::string checkpoint = all.empty() ? "no checkpoint was written (set checkpoint.every=ITERATIONS to have them)"
+  std::string checkpoint = all.empty() ? no_checkpoint_reason(cfg.checkpoint)
                                        : "none of its checkpoints passes the checks (rank 0's log says why)";
   for (const std::string& path : all) {
     try {
@@ -368,7 +379,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
       };
       if (repl) tandem::attach_console(repl_dir, running);
       const int status = wait_ranks(child);
-      if (status != 0) report_failed_job(status, run_dir, cfg.workers);
+      if (status != 0) report_failed_job(status, run_dir, cfg);
       return status;
     }
     if (repl)

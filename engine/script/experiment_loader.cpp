@@ -9,6 +9,7 @@
 #include "engine/dist/launcher.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/script/experiment_fields.hpp"
+#include "engine/script/load_deadline.hpp"
 #include "engine/script/lua_state.hpp"
 
 namespace tandem {
@@ -90,9 +91,10 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   json resolved;
   {
     LuaState L;
+    LoadDeadline deadline(L);                                  // after L: gone before L closes
     push_module_function(L, "tandem.experiment", "resolve");  // resolve
     load_file(L, path, "experiment");                          // resolve, chunk
-    protected_call(L, 0, 1, "running experiment " + path);     // resolve, experiment table
+    deadline.call(0, 1, "experiment file " + path, "running experiment " + path);  // resolve, experiment table
     lua_createtable(L, static_cast<int>(overrides.size()), 0);
     for (size_t i = 0; i < overrides.size(); ++i) {
       lua_pushstring(L, overrides[i].c_str());
@@ -103,7 +105,7 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
       lua_pushinteger(L, world);
     else
       lua_pushnil(L);
-    protected_call(L, 4, 1, "resolving experiment " + path);  // resolved table
+    deadline.call_arming(4, 1, "resolving experiment " + path);  // resolved table (the model under the deadline)
     TANDEM_CHECK(lua_istable(L, -1), "tandem.experiment.resolve returned a ", luaL_typename(L, -1),
                  ", not the resolved experiment table");
     resolved = lua_to_json(L, -1, "experiment");

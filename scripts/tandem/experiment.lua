@@ -677,6 +677,10 @@ function M.build_model(ctx, exp, input, classes)
   end
   local env = setmetatable({}, { __index = _G })
   setfenv(chunk, env)
+  -- The model's code runs under the engine's load deadline (a loop that never ends
+  -- is stopped, with a traceback of where); a Lua test's resolve() has none.
+  local deadline = package.loaded['tandem.load_deadline']
+  if deadline then deadline.arm('model file ' .. shown) end
   local ctor = chunk()
   if type(ctor) ~= 'function' then
     error(user_error(string.format('model file %s returned %s, not a function', shown, show(ctor)),
@@ -711,6 +715,7 @@ function M.build_model(ctx, exp, input, classes)
   nn.building = shown
   local model = ctor(proxy)
   nn.building = nil
+  if deadline then deadline.disarm() end
   if not iterated then
     local known = {}
     for k in pairs(read) do

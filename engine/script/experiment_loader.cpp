@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <cmath>
 
-#include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
 #include "engine/data/datasets.hpp"
 #include "engine/dist/launcher.hpp"
@@ -116,19 +115,18 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   config.resolved_json = resolved.dump(2);
 
   // What can only be checked outside Lua, checked before any worker starts: the
-  // data files, and (when this process is about to start the ranks) that the model
-  // fits the data's samples, which the ranks would otherwise find each on its own
-  // after mpirun has started them.
+  // data files, and that the model fits the data's samples, which the ranks would
+  // otherwise find each on its own after mpirun has started them. Its layers are
+  // built for that, its parameters not allocated (the memory check, memory_check.hpp,
+  // comes after, where the command knows how many ranks will hold the model).
   check_dataset_files(config.data);
-  if (world == 0 && config.workers > 1) {
-    try {
-      Model probe(cpu_device(), config.model, config.seed);
-    } catch (const Error& e) {
-      TANDEM_FAIL_HINT("fix the model (" + resolved["model"].value("file", std::string("its file")) +
-                           ") or its model_args, or the data's shape",
-                       "the model of ", path, " does not fit the data's samples ", shape_str(config.model.input), ": ",
-                       e.what());
-    }
+  try {
+    model_footprint(config.model);
+  } catch (const Error& e) {
+    TANDEM_FAIL_HINT("fix the model (" + resolved["model"].value("file", std::string("its file")) +
+                         ") or its model_args, or the data's shape",
+                     "the model of ", path, " does not fit the data's samples ", shape_str(config.model.input), ": ",
+                     e.what());
   }
   return config;
 }

@@ -45,6 +45,7 @@
 #include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
 #include "engine/train/control.hpp"
+#include "engine/train/memory_check.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace {
@@ -149,6 +150,7 @@ int cmd_sim(const std::vector<std::string>& args) {
   options_as_overrides(line, &line.overrides);
   const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
   tandem::log::set_level(cfg.log_level);
+  tandem::check_model_memory(cfg, 1, /*started_by_mpirun=*/false);  // one model, however many simulated workers
   tandem::cpu_device().set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   // This machine's compute for the model is the emulation's reference: given by the
   // experiment (a real run's calibration.json), or measured now, as a real run does.
@@ -185,6 +187,7 @@ int cmd_profile(const std::vector<std::string>& args) {
   const std::string out = line["--out"];  // a file here, not the run directory
   const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
   tandem::log::set_level(cfg.log_level);
+  tandem::check_model_memory(cfg, 1, /*started_by_mpirun=*/false);
   const tandem::DeviceChoice device = tandem::choose_device(cfg.device, 0);
   tandem::Device& dev = *device.device;
   dev.set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
@@ -249,10 +252,21 @@ void resume_settings(const std::string& run_dir, std::string* experiment, std::v
   *overrides = merged;
 }
 
+// Why a failed job left no checkpoint: none were asked for, or it failed before
+// the first was due.
+std::string no_checkpoint_reason(const tandem::CheckpointConfig& c) {
+  if (!c.enabled()) return "no checkpoint was written (set checkpoint.every=ITERATIONS to have them)";
+  std::string due = c.every > 0 ? "iteration " + std::to_string(c.every) : "";
+  if (c.every_s > 0) due += (due.empty() ? "" : " or ") + fmt::format("{:g} s of training", c.every_s);
+  return "no checkpoint was written: the job failed before its first one was due (at " + due +
+         "; rank 0's log says how far it got)";
+}
+
 // After a multi-rank job failed: where it stands and how to go on.
-void report_failed_job(int status, const std::string& run_dir, int workers) {
+void report_failed_job(int status, const std::string& run_dir, const tandem::ExperimentConfig& cfg) {
+  const int workers = cfg.workers;
   const std::vector<std::string> all = tandem::list_checkpoints(tandem::checkpoint_dir(run_dir));
-  std::string checkpoint = all.empty() ? "no checkpoint was written (set checkpoint.every=ITERATIONS to have them)"
+  std::string checkpoint = all.empty() ? no_checkpoint_reason(cfg.checkpoint)
                                        : "none of its checkpoints passes the checks (rank 0's log says why)";
   for (const std::string& path : all) {
     try {
@@ -345,6 +359,8 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   if (!tandem::launched_by_mpi()) {
     // Loaded here first so a broken experiment fails once, before any rank starts.
     const tandem::ExperimentConfig cfg = load();
+    // Before any rank starts, or this process allocates its model.
+    tandem::check_model_memory(cfg, cfg.workers, /*started_by_mpirun=*/false);
     if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);
     std::vector<std::string> rank_args = args;
     // The run directory is fixed here when the prompt needs its socket, or when
@@ -368,7 +384,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
       };
       if (repl) tandem::attach_console(repl_dir, running);
       const int status = wait_ranks(child);
-      if (status != 0) report_failed_job(status, run_dir, cfg.workers);
+      if (status != 0) report_failed_job(status, run_dir, cfg);
       return status;
     }
     if (repl)
@@ -391,6 +407,10 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
                  comm->size(), comm->size());
   try {
     comm->set_timeout_s(cfg.collective_timeout_s);
+    // Under an mpirun of the user's, nothing checked the memory before the ranks
+    // started: each checks against its host's total memory (the others may have
+    // allocated already), a lenient bound but one no rank's allocation can move.
+    if (tandem::launched_by_mpi()) tandem::check_model_memory(cfg, comm->size(), /*started_by_mpirun=*/true);
     // The device first: a GPU rank's gradients may then go over NCCL (every rank
     // takes part in that decision, so all ranks agree on the transport).
     const tandem::DeviceChoice device = tandem::choose_device(cfg.device, comm->rank());

@@ -1,5 +1,6 @@
 #include "engine/core/error.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 namespace tandem {
@@ -26,6 +27,22 @@ Error::Error(std::string what, std::string where, std::string hint)
       what_(std::move(what)),
       where_(std::move(where)),
       hint_(std::move(hint)) {}
+
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\%03o", byte);
+      out += code;
+    }
+  }
+  return out;
+}
 
 void fail(const std::string& what, const char* file, int line, const std::string& hint) {
   throw Error(what, short_path(file) + ":" + std::to_string(line), hint);

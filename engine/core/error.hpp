@@ -23,6 +23,11 @@ private:
 // The single sink: builds the Error and throws it.
 [[noreturn]] void fail(const std::string& what, const char* file, int line, const std::string& hint = "");
 
+// Text from outside (a policy's answer, a user's string) as a message quotes it:
+// control bytes written as \ooo, so that an embedded NUL ('bsp\0evil') cannot cut
+// the message short where it is printed as a C string.
+std::string printable(const std::string& text);
+
 namespace detail {
 inline std::string concat() { return {}; }
 template <typename... Args>

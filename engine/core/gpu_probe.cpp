@@ -24,6 +24,7 @@ GpuProbe probe_gpus() {
     std::snprintf(text, sizeof text, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
                   static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
     p.devices.push_back(text);
+    p.memory_bytes.push_back(static_cast<double>(prop.totalGlobalMem));
   }
   if (p.devices.empty()) p.reason = "the CUDA runtime sees no device";
 #else

@@ -11,6 +11,7 @@ namespace tandem {
 
 struct GpuProbe {
   std::vector<std::string> devices;  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
+  std::vector<double> memory_bytes;  // each device's total memory
   std::string reason;                // why there are none, when there are none
 };
 

@@ -45,6 +45,10 @@ public:
   // Per-sample output shape; the input shape was fixed at construction.
   virtual const Shape& output_shape() const = 0;
   virtual size_t param_count() const { return 0; }
+  // Floats of the buffers a training step grows for one sample: its output and the
+  // gradient that comes back through it (about the output's size). An estimate, for
+  // the memory check before a run allocates (engine/train/memory_check.hpp).
+  virtual double buffer_floats_per_sample() const { return 2.0 * static_cast<double>(shape_numel(output_shape())); }
   virtual void bind(float* params, float* grads) {}
   virtual void init_params(Rng& rng) {}
   // x: [batch, ...input shape]. Returns [batch, ...output shape].

@@ -125,15 +125,34 @@ std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& 
   return out;
 }
 
+// The model's layers, checked: some, and ending in one value per class.
+std::vector<BuiltLayer> build_model_layers(Device& dev, const ModelSpec& spec) {
+  TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
+                    spec.name, "' has no layers");
+  Shape shape = spec.input;
+  std::vector<BuiltLayer> built = build_layers(dev, spec.layers, shape);
+  if (shape_numel(shape) != spec.classes)
+    TANDEM_FAIL_HINT("make the last layer produce one value per class", "model '", spec.name, "' ends in ",
+                     shape_str(shape), " but the data set has ", spec.classes, " classes");
+  return built;
+}
+
 }  // namespace
+
+ModelFootprint model_footprint(const ModelSpec& spec) {
+  ModelFootprint f;
+  f.buffer_floats_per_sample = static_cast<double>(shape_numel(spec.input));  // the batch itself
+  for (const BuiltLayer& b : build_model_layers(cpu_device(), spec)) {
+    f.params += static_cast<int64_t>(b.layer->param_count());
+    f.buffer_floats_per_sample += b.layer->buffer_floats_per_sample();
+  }
+  return f;
+}
 
 Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
     : dev_(dev), name_(spec.name), input_(spec.input), classes_(spec.classes) {
-  TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
-                    spec.name, "' has no layers");
-  Shape shape = input_;
   bool seen_params = false;
-  for (BuiltLayer& b : build_layers(dev, spec.layers, shape)) {
+  for (BuiltLayer& b : build_model_layers(dev, spec)) {
     if (b.has_params && !seen_params) {  // where backward can stop
       first_layer_macs_ = b.macs;
       first_param_layer_ = layers_.size();
@@ -142,9 +161,6 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
     macs_per_sample_ += b.macs;
     layers_.push_back(std::move(b.layer));
   }
-  if (shape_numel(shape) != classes_)
-    TANDEM_FAIL_HINT("make the last layer produce one value per class", "model '", spec.name, "' ends in ",
-                     shape_str(shape), " but the data set has ", classes_, " classes");
 
   size_t total = 0;
   for (auto& l : layers_) total += l->param_count();

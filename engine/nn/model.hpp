@@ -11,6 +11,15 @@
 
 namespace tandem {
 
+// What a model needs, from its spec alone: its layers are built (which checks
+// them against the input and the classes, as the Model does) but no parameter is
+// allocated. For the memory check before a run allocates anything.
+struct ModelFootprint {
+  int64_t params = 0;
+  double buffer_floats_per_sample = 0.0;  // the input and every layer's buffers, for one sample
+};
+ModelFootprint model_footprint(const ModelSpec& spec);
+
 class Model {
 public:
   // Builds the layers, folding a ReLU that follows a linear or conv2d layer into it,

@@ -51,6 +51,15 @@ size_t Residual::param_count() const {
   return n;
 }
 
+// The body's and shortcut's buffers, and the join's output, its gradient and the
+// input gradient it sums.
+double Residual::buffer_floats_per_sample() const {
+  double n = 3.0 * static_cast<double>(shape_numel(out_shape_));
+  for (auto* list : {&body_, &shortcut_})
+    for (auto& l : *list) n += l->buffer_floats_per_sample();
+  return n;
+}
+
 void Residual::bind(float* params, float* grads) {
   size_t offset = 0;
   for (auto* list : {&body_, &shortcut_})

@@ -20,6 +20,7 @@ public:
   std::string describe() const override;
   const Shape& output_shape() const override { return out_shape_; }
   size_t param_count() const override;
+  double buffer_floats_per_sample() const override;
   void bind(float* params, float* grads) override;
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;

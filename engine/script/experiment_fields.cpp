@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <stdexcept>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -25,6 +27,9 @@ struct Field {
   std::string key, kind, item;  // item: a list's items' kind
   bool optional = false;        // the Lua default is nil: unset leaves the member's C++ default
   bool in_schema = true;        // false: a key resolve() adds to the record (source, overrides)
+  // A member (or list item) narrower than int64: the largest value it holds, which
+  // the Lua schema's max must not pass; 0: none to check.
+  int64_t cpp_max = 0;
   // Empty: Lua alone uses the key (resolve() folds it into other keys).
   std::function<void(const json& value, S& into, const std::string& path)> read;
   // The member as resolve() would write it, for comparing defaults; empty: no C++
@@ -65,17 +70,52 @@ std::string item_kind_of() {
   else return "";
 }
 
+// The scalar type a member holds (its items', for a list; its value's, optional).
+template <typename T>
+struct scalar_of {
+  using type = T;
+};
+template <typename T>
+struct scalar_of<std::optional<T>> : scalar_of<T> {};
+template <typename T>
+struct scalar_of<std::vector<T>> : scalar_of<T> {};
+
+template <typename T>
+constexpr bool is_int_member = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// x as a T. An integer member takes only an integer it can hold: a JSON double
+// (1e308, which lua_to_json leaves a double) would otherwise be cast, wrapping to
+// -9223372036854775808 or any other number.
+template <typename T>
+T get_checked(const json& x) {
+  if constexpr (is_int_member<T>) {
+    using L = std::numeric_limits<T>;
+    bool fits = false;
+    if (x.is_number_unsigned()) {
+      fits = x.get<uint64_t>() <= static_cast<uint64_t>(L::max());
+    } else if (x.is_number_integer()) {
+      const int64_t v = x.get<int64_t>();
+      fits = v >= 0 ? static_cast<uint64_t>(v) <= static_cast<uint64_t>(L::max())
+                    : std::is_signed_v<T> && v >= static_cast<int64_t>(L::min());
+    }
+    if (x.is_number() && !fits)
+      throw std::out_of_range("is not an integer from " + std::to_string(L::min()) + " to " +
+                              std::to_string(L::max()) + ", the range of its C++ member");
+  }
+  return x.get<T>();
+}
+
 // An empty Lua table comes out of lua_to_json as {}: an empty list.
 template <typename T>
 void assign(const json& v, T& member) {
   if constexpr (is_optional<T>::value) {
-    member = v.get<typename T::value_type>();
+    member = get_checked<typename T::value_type>(v);
   } else if constexpr (is_vector<T>::value) {
     member.clear();
     if (v.is_object() && v.empty()) return;
-    for (const json& x : v) member.push_back(x.get<typename T::value_type>());
+    for (const json& x : v) member.push_back(get_checked<typename T::value_type>(x));
   } else {
-    member = v.get<T>();
+    member = get_checked<T>(v);
   }
 }
 
@@ -105,6 +145,9 @@ Field<S> at(const char* key, Ms... members) {
   f.kind = kind_of<T>();
   f.item = item_kind_of<T>();
   f.optional = is_optional<T>::value || is_vector<T>::value;
+  using Scalar = typename scalar_of<T>::type;
+  if constexpr (is_int_member<Scalar> && sizeof(Scalar) < sizeof(int64_t))
+    f.cpp_max = static_cast<int64_t>(std::numeric_limits<Scalar>::max());
   f.read = [=](const json& v, S& s, const std::string&) { assign(v, reach(s, members...)); };
   f.write = [=](const S& s) { return as_json(reach(s, members...)); };
   return f;
@@ -170,6 +213,10 @@ void read_fields(const Fields<T>& fields, const json& record, T& into, const std
     if (unset || !f.read) continue;
     try {
       f.read(record.at(f.key), into, full);
+    } catch (const std::out_of_range& e) {
+      TANDEM_FAIL_HINT(std::string("choose a value in that range; ") + kSchema + " should have refused it: give '" +
+                           full + "' a max there (test_schema_agreement names every such key)",
+                       "'", full, "' = ", record.at(f.key).dump(), " ", e.what());
     } catch (const json::exception& e) {
       TANDEM_FAIL_HINT(std::string("make the kind of '") + full + "' in " + kSchema + " and its member in " +
                            "engine/train/config.hpp agree (test_schema_agreement names every such key)",
@@ -183,6 +230,18 @@ bool same_value(const json& lua, const json& cpp) {
   const auto empty = [](const json& j) { return j.is_null() || ((j.is_object() || j.is_array()) && j.empty()); };
   if (empty(lua) && empty(cpp)) return true;
   return lua == cpp;
+}
+
+// A key read into a C++ int needs a Lua max it can hold, so that resolve() refuses,
+// naming the range, what C++ could only wrap around.
+template <typename S>
+void check_cpp_max(const Field<S>& f, const json& node, const std::string& full, std::vector<std::string>& out) {
+  if (f.cpp_max == 0) return;
+  const json& scalar = node.value("kind", "") == "list" && node.contains("item") ? node.at("item") : node;
+  const json max = scalar.value("max", json());
+  if (!max.is_number() || max.get<double>() > static_cast<double>(f.cpp_max))
+    out.push_back(full + ": its C++ member holds at most " + std::to_string(f.cpp_max) + ", but " + kSchema +
+                  (max.is_number() ? " lets it reach " + max.dump() : std::string(" gives it no max")));
 }
 
 template <typename T>
@@ -209,6 +268,7 @@ void compare_fields(const Fields<T>& fields, const json& lua_node, const json& r
       if (lua_item != f.item)
         out.push_back(full + ": a list of " + lua_item + " in " + kSchema + ", of " + f.item + " in C++");
     }
+    check_cpp_max(f, node, full, out);
     const bool lua_optional =
         lua_kind != "record" && !node.contains("default") && !node.value("required", false);
     if (lua_kind != "record" && lua_optional != f.optional)

@@ -3,12 +3,12 @@
 #include <cstdint>
 #include <cmath>
 
-#include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
 #include "engine/data/datasets.hpp"
 #include "engine/dist/launcher.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/script/experiment_fields.hpp"
+#include "engine/script/load_deadline.hpp"
 #include "engine/script/lua_state.hpp"
 
 namespace tandem {
@@ -90,9 +90,10 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   json resolved;
   {
     LuaState L;
+    LoadDeadline deadline(L);                                  // after L: gone before L closes
     push_module_function(L, "tandem.experiment", "resolve");  // resolve
     load_file(L, path, "experiment");                          // resolve, chunk
-    protected_call(L, 0, 1, "running experiment " + path);     // resolve, experiment table
+    deadline.call(0, 1, "experiment file " + path, "running experiment " + path);  // resolve, experiment table
     lua_createtable(L, static_cast<int>(overrides.size()), 0);
     for (size_t i = 0; i < overrides.size(); ++i) {
       lua_pushstring(L, overrides[i].c_str());
@@ -103,7 +104,7 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
       lua_pushinteger(L, world);
     else
       lua_pushnil(L);
-    protected_call(L, 4, 1, "resolving experiment " + path);  // resolved table
+    deadline.call_arming(4, 1, "resolving experiment " + path);  // resolved table (the model under the deadline)
     TANDEM_CHECK(lua_istable(L, -1), "tandem.experiment.resolve returned a ", luaL_typename(L, -1),
                  ", not the resolved experiment table");
     resolved = lua_to_json(L, -1, "experiment");
@@ -114,19 +115,18 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   config.resolved_json = resolved.dump(2);
 
   // What can only be checked outside Lua, checked before any worker starts: the
-  // data files, and (when this process is about to start the ranks) that the model
-  // fits the data's samples, which the ranks would otherwise find each on its own
-  // after mpirun has started them.
+  // data files, and that the model fits the data's samples, which the ranks would
+  // otherwise find each on its own after mpirun has started them. Its layers are
+  // built for that, its parameters not allocated (the memory check, memory_check.hpp,
+  // comes after, where the command knows how many ranks will hold the model).
   check_dataset_files(config.data);
-  if (world == 0 && config.workers > 1) {
-    try {
-      Model probe(cpu_device(), config.model, config.seed);
-    } catch (const Error& e) {
-      TANDEM_FAIL_HINT("fix the model (" + resolved["model"].value("file", std::string("its file")) +
-                           ") or its model_args, or the data's shape",
-                       "the model of ", path, " does not fit the data's samples ", shape_str(config.model.input), ": ",
-                       e.what());
-    }
+  try {
+    model_footprint(config.model);
+  } catch (const Error& e) {
+    TANDEM_FAIL_HINT("fix the model (" + resolved["model"].value("file", std::string("its file")) +
+                         ") or its model_args, or the data's shape",
+                     "the model of ", path, " does not fit the data's samples ", shape_str(config.model.input), ": ",
+                     e.what());
   }
   return config;
 }

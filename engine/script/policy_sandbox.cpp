@@ -363,10 +363,12 @@ void PolicySandbox::read_sync(int ans, const Garbage& garbage, SyncPlan& sync) {
   lua_pushstring(L_, "mode");
   lua_rawget(L_, ans);
   if (!lua_isnil(L_, -1)) {
-    const std::string mode = lua_type(L_, -1) == LUA_TSTRING ? lua_tostring(L_, -1) : lua_value_text(L_, -1);
+    size_t length = 0;  // the whole string: 'bsp\0evil' is not bsp
+    const char* text = lua_type(L_, -1) == LUA_TSTRING ? lua_tolstring(L_, -1, &length) : nullptr;
+    const std::string mode = text ? std::string(text, length) : lua_value_text(L_, -1);
     lua_pop(L_, 1);
     if (!parse_sync_mode(mode, &sync.mode))
-      throw garbage("returned mode " + mode + ", not one of 'bsp', 'grouped', 'ksync', 'local'");
+      throw garbage("returned mode '" + printable(mode) + "', not one of 'bsp', 'grouped', 'ksync', 'local'");
   } else {
     lua_pop(L_, 1);
   }

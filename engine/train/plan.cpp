@@ -77,8 +77,10 @@ void Plan::validate(int world_size, int64_t global_batch_size) const {
                           str(), " gives rank ", r, " no samples: its gradient would count as one of the k");
       break;
     case SyncMode::local:
-      TANDEM_CHECK_HINT(sync.local_steps >= 1, "set local_steps (H) >= 1", "plan ", str(), " averages every ",
-                        sync.local_steps, " iterations");
+      TANDEM_CHECK_HINT(sync.local_steps >= 1 && sync.local_steps <= kMaxLocalSteps,
+                        "set local_steps (H) from 1 to " + std::to_string(kMaxLocalSteps) +
+                            " (the experiment's sync.local_steps has the same bound)",
+                        "plan ", str(), " averages every ", sync.local_steps, " iterations");
       break;
   }
   if (sync.mode == SyncMode::grouped || sync.mode == SyncMode::ksync)

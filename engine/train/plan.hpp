@@ -22,8 +22,13 @@ struct ExperimentConfig;
 //   local    local SGD: every worker steps alone, models averaged every H iterations.
 enum class SyncMode : int { bsp = 0, grouped = 1, ksync = 2, local = 3 };
 const char* sync_mode_name(SyncMode mode);
-// The mode named `name`, or false when there is none.
+// The mode named `name`, or false when there is none. The whole name counts:
+// 'bsp\0evil' (read with its length from Lua) is no mode.
 bool parse_sync_mode(const std::string& name, SyncMode* mode);
+
+// The most iterations local SGD runs between model averages (sync.local_steps in
+// experiment.lua says the same): past it the workers train apart for whole runs.
+constexpr int kMaxLocalSteps = 10000;
 
 struct SyncPlan {
   SyncMode mode = SyncMode::bsp;

@@ -41,6 +41,16 @@ local function free(t) t = t or {}; t.kind = 'free'; t.default = t.default or {}
 local function list(item, t) t = t or {}; t.kind = 'list'; t.item = item; return t end
 
 local MAX_SEED = 2 ^ 53  -- seeds are exact in a double up to here
+-- Every integer is exact in a double, and fits an int64, up to 2^53: check_value
+-- refuses larger ones for every integer key. Keys read into a C++ int (32 bits) go
+-- no further than MAX_INT (test_schema_agreement checks each has such a max).
+local MAX_INTEGER = 2 ^ 53
+local MAX_INT = 2 ^ 31 - 1
+-- Emulated speeds (emulation.reference, speeds, slowdowns) multiply each other, and a
+-- step's emulated time divides by their product: below a thousandth, one step of a
+-- millisecond sleeps for minutes, and a few such factors together overflow.
+local MIN_SPEED = 1e-3
+local MAX_SPEED = 1e3
 
 M.schema = record {
   name = string_(nil, { doc = 'run name; default: the experiment file name without .lua' }),
@@ -51,7 +61,7 @@ M.schema = record {
     name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic' } }),
     dir = string_('/usr/share/datasets/fashion-mnist', { doc = 'fashion-mnist: the IDX files' }),
     shape = array({ 1, 28, 28 }, { doc = 'synthetic: the shape of one sample' }),
-    classes = integer(10, { min = 2, doc = 'synthetic: the number of classes' }),
+    classes = integer(10, { min = 2, max = MAX_INT, doc = 'synthetic: the number of classes' }),
     train_size = integer(60000, { min = 1, doc = 'synthetic: training samples' }),
     test_size = integer(10000, { min = 1, doc = 'synthetic: test samples' }),
     seed = integer(7, { min = 0, max = MAX_SEED, doc = 'synthetic: generator seed' }),
@@ -79,7 +89,7 @@ M.schema = record {
   log_every = integer(100, { min = 1, doc = 'iterations between progress lines' }),
   eval_batch = integer(1000, { min = 1, doc = 'batch used for test evaluation' }),
   seed = integer(1, { min = 0, max = MAX_SEED }),
-  blas_threads = integer(1, { min = 1 }),
+  blas_threads = integer(1, { min = 1, max = 1024, doc = 'BLAS threads per rank (ranks share the cores)' }),
   device = string_('auto', { one_of = { 'auto', 'cpu', 'cuda' },
                              doc = 'where workers compute: cuda (a GPU per rank, by local rank; ranks beyond the '
                                 .. "GPUs share them), cpu, or auto (cuda where a GPU is present, else cpu)" }),
@@ -104,7 +114,8 @@ M.schema = record {
   console = boolean(true, { doc = 'rank 0 listens on <run dir>/repl.sock (owner only) for tandem attach' }),
   save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32' }),
 
-  workers = integer(1, { min = 1, doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),
+  workers = integer(1, { min = 1, max = MAX_INT,
+                         doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),
   collective_timeout_s = number(30, { gt = 0, doc = 'a collective not done by then (a worker dead, stopped or hung) '
                                                   .. 'aborts the run, naming the missing ranks' }),
   -- Checkpoints (engine/train/checkpoint/file.hpp): tandem run --resume RUN_DIR continues.
@@ -119,7 +130,7 @@ M.schema = record {
   -- Fault injection, for the reliability tests: a worker dies (SIGKILL), stops
   -- (SIGSTOP) or produces a NaN gradient at an iteration.
   faults = list(record {
-    rank = integer(0, { min = 0 }),
+    rank = integer(0, { min = 0, max = MAX_INT }),
     iteration = integer(0, { min = 0 }),
     kind = string_('kill', { one_of = { 'kill', 'stop', 'nan' } }),
     during = string_('compute', { one_of = { 'compute', 'allreduce', 'checkpoint' },
@@ -140,12 +151,17 @@ M.schema = record {
                                .. 'gradients; local: local SGD, models averaged every local_steps iterations' }),
     groups = list(integer(nil, { min = 1 }), { doc = 'grouped: each worker\'s group, numbered from 1 '
                                                   .. '(default: one group); {1, 2, ..., N} is ASGD' }),
-    k = integer(0, { min = 0, doc = 'ksync: gradients per update (0: every worker)' }),
-    local_steps = integer(4, { min = 1, doc = 'local: iterations between model averages (H)' }),
-    staleness = integer(1, { min = 0, doc = 'grouped: server versions a computing group may fall behind before '
-                                          .. 'faster groups wait for it (S)' }),
-    sync_every = integer(10, { min = 1, doc = 'grouped, ksync: global batches of server updates between the points '
-                                          .. 'where all workers meet (stats, policy, plan changes)' }),
+    k = integer(0, { min = 0, max = MAX_INT, doc = 'ksync: gradients per update (0: every worker)' }),
+    local_steps = integer(4, { min = 1, max = 10000,
+                               doc = 'local: iterations between model averages (H); past 10000 the workers would '
+                                  .. 'train apart for whole runs (an epoch of Fashion-MNIST is 938 iterations at '
+                                  .. 'batch 64), which is no longer data-parallel training' }),
+    staleness = integer(1, { min = 0, max = MAX_INT,
+                             doc = 'grouped: server versions a computing group may fall behind before '
+                                .. 'faster groups wait for it (S)' }),
+    sync_every = integer(10, { min = 1, max = MAX_INT,
+                               doc = 'grouped, ksync: global batches of server updates between the points '
+                                  .. 'where all workers meet (stats, policy, plan changes)' }),
     slow_momentum = number(0.7, { min = 0, lt = 1, doc = 'grouped: the parameter server steps without momentum '
                                     .. 'inside a segment and applies this momentum to each segment\'s displacement at '
                                     .. 'the meeting (SlowMo), keeping the step lr / (1 - momentum); 0: momentum on '
@@ -156,11 +172,13 @@ M.schema = record {
     file = string_(nil, { doc = "a policy under scripts/policies/ by name ('lbb'), or a path to a .lua file; "
                                .. 'unset: the plan stays as plan.kind says' }),
     params = free { doc = "the policy's parameters (thresholds...), given to init() as cluster.params" },
-    budget_ms = number(50, { gt = 0, doc = 'time budget of one policy call; a call past it is interrupted' }),
-    memory_mb = number(64, { gt = 0, doc = "memory cap of the policy's Lua state" }),
-    max_failures = integer(3, { min = 1, doc = 'failed calls in a row after which the policy is dropped '
-                                              .. 'and the last good plan kept' }),
-    history = integer(20, { min = 1, doc = 'iterations of stats history given to step()' }),
+    budget_ms = number(50, { gt = 0, max = 60000, doc = 'time budget of one policy call; a call past it is '
+                                                    .. 'interrupted (at most a minute: training waits for it)' }),
+    memory_mb = number(64, { gt = 0, max = 65536, doc = "memory cap of the policy's Lua state (at most 64 GiB)" }),
+    max_failures = integer(3, { min = 1, max = MAX_INT, doc = 'failed calls in a row after which the policy is '
+                                                            .. 'dropped and the last good plan kept' }),
+    history = integer(20, { min = 1, max = 10000, doc = 'iterations of stats history given to step() (at most '
+                                                     .. '10000: the window is rebuilt on every call)' }),
     watch = boolean(true, { doc = 'reload the policy when its file changes (hot swap)' }),
     min_batch = integer(0, { min = 0, doc = "every worker's smallest local batch" }),
     max_batch = list(integer(nil, { min = 1 }), { doc = "per worker, its largest local batch (its memory cap); "
@@ -169,12 +187,13 @@ M.schema = record {
   -- Emulated heterogeneity (engine/train/emulation/emulator.hpp). Ranks are numbered from 0.
   emulation = record {
     enabled = boolean(nil, { doc = 'default: true when any other emulation key is set' }),
-    reference = number(1, { gt = 0, max = 1,
+    reference = number(1, { min = MIN_SPEED, max = 1,
                             doc = 'the speed-1 device runs at this fraction of a core (0.5 = half a core)' }),
-    speeds = list(number(nil, { gt = 0 }), { doc = 'one speed factor per rank (shorthand for workers[i].speed)' }),
+    speeds = list(number(nil, { min = MIN_SPEED, max = MAX_SPEED }),
+                  { doc = 'one speed factor per rank (shorthand for workers[i].speed)' }),
     comm_delay_ms = list(number(nil, { min = 0 }), { doc = 'per rank, added to every collective it joins' }),
     workers = list(record {
-      speed = number(nil, { gt = 0 }),
+      speed = number(nil, { min = MIN_SPEED, max = MAX_SPEED }),
       profile = record {
         batch = list(number(nil, { gt = 0 }), { doc = 'measured local batches' }),
         ms = list(number(nil, { gt = 0 }), { doc = 'compute ms at each of those batches' }),
@@ -188,15 +207,15 @@ M.schema = record {
       mb = list(number(nil, { gt = 0 }), { doc = "the model's device memory at each (tandem profile's memory_mb)" }),
     },
     events = list(record {
-      worker = integer(0, { min = 0 }),
-      speed = number(1, { gt = 0, doc = 'multiplies the worker speed while active' }),
+      worker = integer(0, { min = 0, max = MAX_INT }),
+      speed = number(1, { min = MIN_SPEED, max = MAX_SPEED, doc = 'multiplies the worker speed while active' }),
       from = integer(0, { min = 0, doc = 'first iteration' }),
       to = integer(nil, { min = 1, doc = 'iteration it ends before; default: the end of the run' }),
     }, { doc = 'scheduled slowdowns: {worker = 3, speed = 0.3, from = 200, to = 300}' }),
     random = record {
       probability = number(0, { min = 0, max = 1, doc = 'per worker and iteration' }),
       duration = list(integer(nil, { min = 1 }), { doc = '{min, max} iterations' }),
-      speed = list(number(nil, { gt = 0 }), { doc = '{min, max} speed multiplier' }),
+      speed = list(number(nil, { min = MIN_SPEED, max = MAX_SPEED }), { doc = '{min, max} speed multiplier' }),
       seed = integer(1, { min = 0, max = MAX_SEED }),
     },
     speed_trace = string_(nil, { doc = 'file: a line per iteration, a speed multiplier per rank' }),
@@ -243,9 +262,23 @@ local function fail(ctx, path, message, hint)
                                      SCHEMA_HINT:sub(2)), ctx.source), 0)
 end
 
+-- A number as a message shows it: integers in full (2^53 is 9007199254740992, not
+-- 9.007199254741e+15), others as Lua writes them (1e+308).
+local function number_text(v)
+  if v == math.floor(v) and math.abs(v) <= MAX_INTEGER then return string.format('%.0f', v) end
+  return tostring(v)
+end
+
+-- A string as a message shows it: control characters escaped, so that one with an
+-- embedded NUL ('bsp\0evil') is not cut short where C prints it.
+local function string_text(v)
+  return (v:gsub('%c', function(c) return string.format('\\%d', c:byte()) end))
+end
+
 local function show(v)
-  if type(v) == 'string' then return string.format('string %q', v) end
-  if type(v) == 'number' or type(v) == 'boolean' then return type(v) .. ' ' .. tostring(v) end
+  if type(v) == 'string' then return string.format('string %q', v) end  -- %q escapes a NUL
+  if type(v) == 'number' then return 'number ' .. number_text(v) end
+  if type(v) == 'boolean' then return type(v) .. ' ' .. tostring(v) end
   return type(v)
 end
 
@@ -341,21 +374,38 @@ local function check_value(ctx, node, v, path)
     if kind == 'integer' and v ~= math.floor(v) then bad() end
     local function range(ok, rel, bound)
       if not ok then
-        fail(ctx, path, string.format("'%s' must be %s %s, got %s", path, rel, tostring(bound), tostring(v)),
-             string.format('choose a value of %s %s %s', path, rel, tostring(bound)))
+        fail(ctx, path, string.format("'%s' must be %s %s, got %s", path, rel, number_text(bound), number_text(v)),
+             string.format('choose a value of %s %s %s', path, rel, number_text(bound)))
       end
     end
     if node.min then range(v >= node.min, '>=', node.min) end
     if node.max then range(v <= node.max, '<=', node.max) end
     if node.gt then range(v > node.gt, '>', node.gt) end
     if node.lt then range(v < node.lt, '<', node.lt) end
+    -- Past the key's own bounds, the bound of every integer.
+    if kind == 'integer' and math.abs(v) > MAX_INTEGER then
+      local lo = node.min or (node.gt and node.gt + 1) or -MAX_INTEGER
+      local hi = math.min(node.max or MAX_INTEGER, MAX_INTEGER)
+      fail(ctx, path, string.format("'%s' must be an integer from %s to %s, got %s", path, number_text(lo),
+                                    number_text(hi), number_text(v)),
+           string.format('choose %s in that range (integers are exact up to 2^53 = %s)', path,
+                         number_text(MAX_INTEGER)))
+    end
   elseif kind == 'string' then
     if type(v) ~= 'string' then bad() end
+    -- C reads a string only up to a NUL: 'bsp\0evil' would be taken for 'bsp', a path
+    -- for a shorter one.
+    local nul = v:find('%z')
+    if nul then
+      fail(ctx, path, string.format("'%s' holds a NUL byte at position %d: '%s'", path, nul, string_text(v)),
+           string.format('remove the \\0 from %s', path))
+    end
     if node.one_of then
       local ok = false
       for _, o in ipairs(node.one_of) do ok = ok or o == v end
       if not ok then
-        fail(ctx, path, string.format("'%s' must be one of %s, got '%s'", path, table.concat(node.one_of, ', '), v),
+        fail(ctx, path, string.format("'%s' must be one of %s, got '%s'", path, table.concat(node.one_of, ', '),
+                                      string_text(v)),
              string.format('set %s to one of: %s', path, table.concat(node.one_of, ', ')))
       end
     end
@@ -627,6 +677,10 @@ function M.build_model(ctx, exp, input, classes)
   end
   local env = setmetatable({}, { __index = _G })
   setfenv(chunk, env)
+  -- The model's code runs under the engine's load deadline (a loop that never ends
+  -- is stopped, with a traceback of where); a Lua test's resolve() has none.
+  local deadline = package.loaded['tandem.load_deadline']
+  if deadline then deadline.arm('model file ' .. shown) end
   local ctor = chunk()
   if type(ctor) ~= 'function' then
     error(user_error(string.format('model file %s returned %s, not a function', shown, show(ctor)),
@@ -661,6 +715,7 @@ function M.build_model(ctx, exp, input, classes)
   nn.building = shown
   local model = ctor(proxy)
   nn.building = nil
+  if deadline then deadline.disarm() end
   if not iterated then
     local known = {}
     for k in pairs(read) do

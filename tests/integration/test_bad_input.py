@@ -5,14 +5,18 @@ failed, names the setting and its valid range, and says what to do: experiments
 batch, a global batch smaller than the number of workers, a fixed plan that does not
 add up or passes a worker's memory cap, lists of the wrong length, missing data
 files), models (syntax errors, wrong argument types, unknown model_args, layers that
-do not fit the data) and policies (syntax errors, wrong return types, failing init).
-Each case runs `tandem run`, most with several workers, and must exit non-zero
+do not fit the data, models too big for the machine, model and experiment files
+that never finish loading) and policies (syntax errors, wrong return types, failing
+init). Each case runs `tandem run`, most with several workers, and must exit non-zero
 before mpirun starts a rank or training begins, without a crash or an internal
 traceback. Then a running job's console gets malformed commands: each is answered
-with the error, and the run goes on until stop().
+with the error, and the run goes on until stop(); a policy's overlong reasons and a
+sync mode with a NUL inside are cut and refused while the run goes on; a full disk
+stops a run naming the file; a job that fails before its first checkpoint says so.
 
 usage: test_bad_input.py TANDEM_BINARY SCRATCH_DIR
 """
+import json
 import os
 import shutil
 import subprocess
@@ -38,12 +42,12 @@ def write(name, text):
     return path
 
 
-def expect_rejected(name, args, wants, experiment=QUICKSTART, traceback_ok=False):
+def expect_rejected(name, args, wants, experiment=QUICKSTART, traceback_ok=False, env=None):
     """tandem run EXPERIMENT ARGS must fail before any worker starts, saying each of wants."""
     out_dir = os.path.join(SCRATCH, "runs", name)
     start = time.time()
     r = subprocess.run([TANDEM, "run", experiment] + args + ["--out", out_dir, "log_level=info"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, **(env or {})))
     took = time.time() - start
     out = r.stdout + r.stderr
     problems = []
@@ -132,6 +136,23 @@ expect_rejected("list_of_records_wrong_count", ["emulation.workers={{speed = 1}}
                 ["emulation.workers has 1 entries for 2 workers"])
 expect_rejected("record_given_a_word", ["sync=bsp"], ["'sync' is a table, got 'bsp'", "sync.groups=..."])
 
+# Bounds (issue 18, item 7): each refusal names the setting, the value and the range.
+expect_rejected("global_batch_past_2_53", ["global_batch=1e308", "--workers", "2"],
+                ["'global_batch' must be an integer from 1 to 9007199254740992, got 1e+308"])
+expect_rejected("local_steps_huge", ["sync.mode=local", "sync.local_steps=1e9", "--workers", "2"],
+                ["'sync.local_steps' must be <= 10000, got 1000000000"])
+expect_rejected("reference_tiny", ["emulation.reference=1e-300", "--workers", "2"],
+                ["'emulation.reference' must be >= 0.001, got 1e-300"])
+expect_rejected("speed_tiny", ["emulation.speeds=1e-9,1", "--workers", "2"],
+                ["'emulation.speeds[1]' must be >= 0.001, got 1e-09"])
+expect_rejected("budget_ms_huge", ["policy.file=equal", "policy.budget_ms=1e9", "--workers", "2"],
+                ["'policy.budget_ms' must be <= 60000, got 1000000000"])
+expect_rejected("memory_mb_huge", ["policy.file=equal", "policy.memory_mb=1e12", "--workers", "2"],
+                ["'policy.memory_mb' must be <= 65536"])
+expect_rejected("workers_past_int", ["workers=1e10"], ["'workers' must be <= 2147483647, got 10000000000"])
+nul_mode = write("nul_mode.lua", "return { model = 'mlp', workers = 2, sync = { mode = 'bsp\\0evil' } }\n")
+expect_rejected("mode_with_nul", [], ["'sync.mode' holds a NUL byte at position 4: 'bsp\\0evil'"], experiment=nul_mode)
+
 # Missing data files: named with the path and how to get them.
 expect_rejected("data_dir_missing", ["data.dir=" + os.path.join(SCRATCH, "nowhere"), "--workers", "2"],
                 ["data.dir = '" + os.path.join(SCRATCH, "nowhere") + "' is not a folder",
@@ -165,6 +186,27 @@ conv = write("conv_model.lua", "local nn = require 'tandem.nn'\nreturn function(
 expect_rejected("model_does_not_fit", ["model=" + conv, "model_args={}", "--workers", "2"],
                 ["does not fit the data's samples [1,28,28]", "conv2d kernel 50 does not fit input [1,28,28]"])
 expect_rejected("model_missing", ["model=nosuch", "--workers", "2"], ["model 'nosuch' not found"])
+# Too big for the machine: refused at once, before anything is allocated, with the
+# numbers. 60000 x 60000 is 3.6 billion parameters, ~41 GiB with gradients and
+# momentum; four CPU ranks share the host's memory, so no machine with less than
+# ~165 GiB free takes it. 250000 x 250000 (~700 GiB) no machine takes.
+expect_rejected("model_too_big", ["model_args.hidden=60000,60000", "--workers", "4", "device=cpu"],
+                ["model 'mlp' needs ~41.2 GiB on worker 0 (parameters 13.6 GiB, gradients 13.6 GiB, "
+                 "optimizer state 13.6 GiB", "shared by 4 ranks", "refused before allocating it",
+                 "model_args (now {\"hidden\":[60000,60000]}, read by models/mlp.lua)"])
+expect_rejected("model_far_too_big", ["model_args.hidden=250000,250000"],
+                ["model 'mlp' needs ~70", "(parameters 233.", "refused before allocating it"])
+# Files that never finish loading: stopped at the load deadline, naming the file and
+# where it looped.
+loop_model = write("loop_model.lua", "local nn = require 'tandem.nn'\nreturn function(a)\n"
+                                     "  while true do end\nend\n")
+expect_rejected("model_loops", ["model=" + loop_model, "model_args={}", "--workers", "2"],
+                ["loop_model.lua did not finish loading within 2 s (it was at ", "loop_model.lua:3)",
+                 "TANDEM_LOAD_TIMEOUT_S"], traceback_ok=True, env={"TANDEM_LOAD_TIMEOUT_S": "2"})
+loop_experiment = write("loop_experiment.lua", "local n = 0\nwhile true do n = n + 1 end\nreturn { model = 'mlp' }\n")
+expect_rejected("experiment_loops", ["--workers", "2"],
+                ["experiment file " + loop_experiment + " did not finish loading within 2 s"],
+                experiment=loop_experiment, traceback_ok=True, env={"TANDEM_LOAD_TIMEOUT_S": "2"})
 
 # Policies: found, parsed, returning the right table, initialised, all before the ranks.
 bad_policy = write("bad_policy.lua", "return { init = function(c) end, step = function(s) return nil end")
@@ -239,7 +281,77 @@ def console_scenario():
         print("ok console: every malformed command answered, the run went on until stop()")
 
 
+def run_to_end(name, args, timeout=180):
+    """tandem run ARGS, to its end: (exit status, output)."""
+    r = subprocess.run([TANDEM, "run", QUICKSTART] + args, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+def check(name, ok, detail):
+    if ok:
+        print(f"ok {name}")
+    else:
+        failures.append(name)
+        print(f"FAIL {name}: {detail}")
+
+
+def policy_answers_scenario():
+    """Overlong reasons are cut to 256 bytes in the trace; a mode with a NUL inside is
+    refused as itself, not taken for bsp; the run goes on."""
+    run_dir = os.path.join(SCRATCH, "policy-answers")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    policy = write("chatty_policy.lua", "local n = 0\nreturn {\n  init = function(cluster) end,\n"
+                                        "  step = function(stats)\n    n = n + 1\n"
+                                        "    if n % 2 == 0 then return { local_batch = { stats.global_batch }, "
+                                        "mode = 'bsp\\0evil' } end\n"
+                                        "    return { local_batch = { stats.global_batch }, "
+                                        "reason = string.rep('why ', 250000) }\n  end,\n}\n")
+    status, out = run_to_end("policy-answers", ["--out", run_dir, "policy.file=" + policy, "stop.max_iterations=12",
+                                                "eval_every=1000", "device=cpu", "console=false"])
+    reasons = []
+    if status == 0:
+        with open(os.path.join(run_dir, "trace.jsonl")) as f:
+            for line in f:
+                reason = json.loads(line).get("policy", {}).get("reason")
+                if reason is not None:
+                    reasons.append(reason)
+    longest = max((len(r.encode()) for r in reasons), default=0)
+    check("policy_long_reason", status == 0 and reasons and longest <= 256 and
+          any(r.endswith("\u2026") for r in reasons),
+          f"exit {status}, {len(reasons)} reasons, the longest {longest} bytes:\n{out[-2000:]}")
+    check("policy_mode_with_nul", any("returned mode 'bsp\\000evil', not one of" in r for r in reasons),
+          f"no reason names the mode 'bsp\\000evil': {[r[:120] for r in reasons]}")
+
+
+def disk_full_scenario():
+    """A write that fails (/dev/full answers ENOSPC) stops the run naming the file."""
+    run_dir = os.path.join(SCRATCH, "disk-full")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir)
+    os.symlink("/dev/full", os.path.join(run_dir, "trace.jsonl"))
+    status, out = run_to_end("disk-full", ["--out", run_dir, "stop.max_iterations=40", "log_every=10",
+                                           "device=cpu", "console=false"])
+    want = f"cannot write the run's file '{run_dir}/trace.jsonl': No space left on device"
+    check("disk_full", status != 0 and want in out and "free space on that disk" in out,
+          f"exit {status}, the output lacks {want!r}:\n{out[-2000:]}")
+
+
+def failed_job_scenario():
+    """A job that fails before its first checkpoint says so, not 'set checkpoint.every'."""
+    run_dir = os.path.join(SCRATCH, "failed-job")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    status, out = run_to_end("failed-job", ["--out", run_dir, "--workers", "2", "faults={{rank = 1, iteration = 3}}",
+                                            "checkpoint.every=1000", "stop.max_iterations=50", "device=cpu",
+                                            "console=false"])
+    want = "no checkpoint was written: the job failed before its first one was due (at iteration 1000"
+    check("failed_before_first_checkpoint", status != 0 and want in out and "set checkpoint.every" not in out,
+          f"exit {status}, the output lacks {want!r}:\n{out[-2000:]}")
+
+
 console_scenario()
+policy_answers_scenario()
+disk_full_scenario()
+failed_job_scenario()
 if failures:
     fail(f"{len(failures)} case(s) failed: {', '.join(failures)}")
 print("all bad-input checks passed")

@@ -76,6 +76,11 @@ end
 
 -- Values of the wrong type (in the file) and text the override cannot read, for a
 -- node; out-of-range values with the bound the message must name.
+-- A bound as the messages write it: integers in full, not 9.007199254741e+15.
+local function bound_text(v)
+  return v == math.floor(v) and math.abs(v) <= 2 ^ 53 and string.format('%.0f', v) or tostring(v)
+end
+
 local function wrong_values(node)
   local file, text, range = {}, {}, {}
   local k = node.kind
@@ -83,10 +88,17 @@ local function wrong_values(node)
     file = { 'abc', true, {}, 0 / 0, 1 / 0, -1 / 0 }
     text = { 'abc', '', 'true', '1,2' }
     if k == 'integer' then file[#file + 1] = 1.5; text[#text + 1] = '2.5' end
-    if node.min then range[#range + 1] = { node.min - 1, '>= ' .. tostring(node.min) } end
-    if node.gt then range[#range + 1] = { node.gt, '> ' .. tostring(node.gt) } end
-    if node.max then range[#range + 1] = { node.max + math.max(1, node.max * 1e-6), '<= ' .. tostring(node.max) } end
-    if node.lt then range[#range + 1] = { node.lt, '< ' .. tostring(node.lt) } end
+    if node.min then range[#range + 1] = { node.min - 1, '>= ' .. bound_text(node.min) } end
+    if node.gt then range[#range + 1] = { node.gt, '> ' .. bound_text(node.gt) } end
+    if node.max then
+      local over = node.max + math.max(1, node.max * 1e-6)
+      if k == 'integer' then over = math.floor(over) end  -- out of range, not a fraction
+      range[#range + 1] = { over, '<= ' .. bound_text(node.max) }
+    end
+    if node.lt then range[#range + 1] = { node.lt, '< ' .. bound_text(node.lt) } end
+    -- Every integer, whatever its bounds: past 2^53 (1e308 once came out as
+    -- -9223372036854775808).
+    if k == 'integer' and not node.max then range[#range + 1] = { 1e308, 'from ' } end
   elseif k == 'string' then
     file = { 42, true, {} }
     if node.one_of then text = { 'surely-not-one-of-them' } end

@@ -220,6 +220,64 @@ BOOST_AUTO_TEST_CASE(types_and_ranges_are_checked) {
   CHECK_CONTAINS(error_of([&] { load_experiment(kQuickstart, {"model=nosuch"}); }), "model 'nosuch' not found");
 }
 
+// Issue 18's inputs: each refused naming the setting, its value and its range.
+BOOST_AUTO_TEST_CASE(settings_past_their_bounds_are_refused_with_the_range) {
+  TempDir tmp("experiment");
+  auto msg_for = [&](const std::string& body) {
+    const std::string path = tmp.write("bounds.lua", "return { model = 'mlp', " + body + " }\n");
+    return error_of([&] { load_experiment(path, {}); });
+  };
+  // Once -9223372036854775808: an integer past 2^53 is refused before anything
+  // formats it as one.
+  CHECK_CONTAINS(error_of([&] { load_experiment(kQuickstart, {"global_batch=1e308"}); }),
+                 "'global_batch' must be an integer from 1 to 9007199254740992, got 1e+308");
+  CHECK_CONTAINS(msg_for("global_batch = -1e308"), "'global_batch' must be >= 1, got -1e+308");
+  CHECK_CONTAINS(msg_for("sync = { local_steps = 1e9 }"), "'sync.local_steps' must be <= 10000, got 1000000000");
+  CHECK_CONTAINS(msg_for("policy = { budget_ms = 1e9 }"), "'policy.budget_ms' must be <= 60000, got 1000000000");
+  CHECK_CONTAINS(msg_for("policy = { memory_mb = 1e12 }"), "'policy.memory_mb' must be <= 65536");
+  CHECK_CONTAINS(msg_for("emulation = { reference = 1e-300 }"), "'emulation.reference' must be >= 0.001, got 1e-300");
+  CHECK_CONTAINS(msg_for("emulation = { speeds = { 1e-9 } }"), "'emulation.speeds[1]' must be >= 0.001");
+  CHECK_CONTAINS(msg_for("workers = 1e10"), "'workers' must be <= 2147483647, got 10000000000");
+  // A NUL cuts a string short where C reads it: 'bsp\0evil' must not pass for bsp.
+  const std::string nul = msg_for("sync = { mode = 'bsp\\0evil' }");
+  CHECK_CONTAINS(nul, "'sync.mode' holds a NUL byte at position 4: 'bsp\\0evil'");
+  CHECK_CONTAINS(msg_for("out_dir = 'runs/x\\0y'"), "'out_dir' holds a NUL byte");
+}
+
+// A model or experiment file that never finishes loading is stopped at the load
+// deadline, naming the file, where it looped, and what to do.
+BOOST_AUTO_TEST_CASE(files_that_loop_at_load_are_stopped_at_the_deadline) {
+  TempDir tmp("experiment");
+  setenv("TANDEM_LOAD_TIMEOUT_S", "0.3", 1);
+  const std::string model = tmp.write("loop_model.lua", R"(local nn = require 'tandem.nn'
+return function(args)
+  local n = 0
+  while true do n = n + 1 end
+end
+)");
+  const std::string uses = tmp.write("uses_loop.lua", "return { model = 'loop_model.lua' }\n");
+  std::string msg = error_of([&] { load_experiment(uses, {}); });
+  CHECK_CONTAINS(msg, "model file " + model + " did not finish loading within 0.3 s");
+  CHECK_CONTAINS(msg, "look for a loop that never ends in model file " + model);
+  CHECK_CONTAINS(msg, "TANDEM_LOAD_TIMEOUT_S");
+  CHECK_CONTAINS(msg, model + ":4:");  // the traceback shows the loop
+  // A loop the model's code guards with pcall is stopped all the same.
+  const std::string guarded = tmp.write("guarded_model.lua", R"(return function(args)
+  while true do pcall(function() while true do end end) end
+end
+)");
+  const std::string uses_guarded = tmp.write("uses_guarded.lua", "return { model = 'guarded_model.lua' }\n");
+  CHECK_CONTAINS(error_of([&] { load_experiment(uses_guarded, {}); }), "did not finish loading within 0.3 s");
+
+  const std::string experiment = tmp.write("loop_experiment.lua", "while true do end\nreturn { model = 'mlp' }\n");
+  msg = error_of([&] { load_experiment(experiment, {}); });
+  CHECK_CONTAINS(msg, "experiment file " + experiment + " did not finish loading within 0.3 s");
+  CHECK_CONTAINS(msg, experiment + ":1:");
+  unsetenv("TANDEM_LOAD_TIMEOUT_S");
+  // The deadline is gone with the load: the same state's later Lua is not interrupted.
+  BOOST_TEST(load_experiment(kQuickstart, {}).model.name == "mlp");
+}
+
 BOOST_AUTO_TEST_CASE(lua_syntax_error_names_file_and_line) {
   TempDir tmp("experiment");
   const std::string path = tmp.write("syntax.lua", "return {\n  model = 'mlp',\n  global_batch = 64 +,\n}\n");

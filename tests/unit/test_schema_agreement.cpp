@@ -117,6 +117,32 @@ BOOST_AUTO_TEST_CASE(a_changed_kind_or_optionality_is_named) {
   BOOST_TEST(names(found, "stop.max_seconds"), lines(found));
 }
 
+// A key read into a C++ int must have a Lua max that int holds: otherwise resolve()
+// lets through a value (workers = 1e10) that C++ can only refuse without the
+// schema's range, or would wrap.
+BOOST_AUTO_TEST_CASE(an_int_key_without_a_max_it_holds_is_named) {
+  LuaSide lua = lua_side();
+  lua.schema["fields"]["workers"].erase("max");
+  lua.schema["fields"]["sync"]["fields"]["local_steps"]["max"] = 1e10;
+  lua.schema["fields"]["faults"]["item"]["fields"]["rank"].erase("max");
+  const std::vector<std::string> found = schema_disagreements(lua.schema, lua.resolved, cpp_defaults());
+  BOOST_TEST(found.size() == 3u, lines(found));
+  for (const char* key : {"workers", "sync.local_steps", "faults[1].rank"})
+    BOOST_TEST(names(found, key), key << " not named in:" << lines(found));
+  CHECK_CONTAINS(lines(found), "holds at most 2147483647");
+}
+
+// An integer past its member's range is refused with the range, not wrapped.
+BOOST_AUTO_TEST_CASE(an_integer_past_its_member_is_refused_with_the_range) {
+  json huge = lua_side().resolved;
+  huge["workers"] = 1e10;
+  CHECK_CONTAINS(error_of([&] { config_from_resolved(huge); }),
+                 "'workers' = 10000000000.0 is not an integer from -2147483648 to 2147483647");
+  json wide = lua_side().resolved;
+  wide["global_batch"] = 1e308;
+  CHECK_CONTAINS(error_of([&] { config_from_resolved(wide); }), "'global_batch' = 1e+308 is not an integer");
+}
+
 BOOST_AUTO_TEST_CASE(reading_fails_on_a_key_either_side_lacks) {
   LuaSide lua = lua_side();
   json extra = lua.resolved;

@@ -139,7 +139,7 @@ bool reference_plan_ok(const Plan& p, int n, int64_t B) {
         if (b == 0) return false;
       return s.k >= 1 && s.k <= n && s.sync_every >= 1;
     case 3:
-      return s.local_steps >= 1;
+      return s.local_steps >= 1 && s.local_steps <= kMaxLocalSteps;
     default:
       return false;
   }
@@ -178,7 +178,11 @@ void mutate(Gen& g, Plan& p, int& n, int64_t& B) {
       case 10: s.group.push_back(0); break;
       case 11: for (int& x : s.group) x += 1; break;  // group 0 left empty
       case 12: s.mode = SyncMode::ksync; s.k = static_cast<int>(g.pick(std::vector<int64_t>{0, -1, n, n + 1, INT_MAX, INT_MIN, 1})); break;
-      case 13: s.local_steps = static_cast<int>(g.pick(std::vector<int64_t>{0, -1, INT_MIN, 1})); s.mode = SyncMode::local; break;
+      case 13:
+        s.local_steps = static_cast<int>(
+            g.pick(std::vector<int64_t>{0, -1, INT_MIN, 1, kMaxLocalSteps, kMaxLocalSteps + 1, INT_MAX}));
+        s.mode = SyncMode::local;
+        break;
       case 14: s.staleness = static_cast<int>(g.pick(std::vector<int64_t>{-1, INT_MIN, 0})); break;
       case 15: s.sync_every = static_cast<int>(g.pick(std::vector<int64_t>{0, -1, INT_MIN, 1})); break;
       case 16:  // a group's samples all moved to one worker of another group
@@ -353,7 +357,11 @@ struct LuaValue {
         std::snprintf(buf, sizeof buf, "%.17g", number);
         return std::string("(") + buf + ")";
       }
-      case String: return "'" + text + "'";
+      case String: {
+        std::string s = "'";
+        for (char ch : text) s += ch == '\0' ? std::string("\\0") : std::string(1, ch);
+        return s + "'";
+      }
       case Function: return "function() return 16 end";
       case Table:
       case Proxy: {
@@ -430,7 +438,9 @@ LuaValue junk(Gen& g, int depth = 0) {
     case 0: return LuaValue{};
     case 1: { LuaValue b; b.kind = LuaValue::Boolean; b.number = g.below(2); return b; }
     case 2: return LuaValue::num(g.pick(std::vector<double>{kNaN, kInf, -kInf, -1, 0, 0.5, 1e300, -1e300, 9.1e15, 1e10, 2.0, 1.0}));
-    case 3: return LuaValue::str(g.pick(std::vector<std::string>{"", "16", "bsp", "grouped", "ksync", "local", "BSP", "x y"}));
+    // A NUL inside ("bsp\0evil") must not read as the name before it.
+    case 3: return LuaValue::str(g.pick(std::vector<std::string>{"", "16", "bsp", "grouped", "ksync", "local", "BSP", "x y",
+                                                                 std::string("bsp\0evil", 8), std::string("local\0", 6)}));
     case 4: { LuaValue f; f.kind = LuaValue::Function; return f; }
     case 5: return LuaValue::list({kNaN, 1, 2});
     case 6: return LuaValue::num(static_cast<double>(g.range(-3, 70)));
@@ -506,7 +516,7 @@ LuaValue random_answer(Gen& g, const PolicyCluster& c, const std::vector<int64_t
     case 11: ans.set(g.pick(std::vector<std::string>{"k", "local_steps", "staleness", "sync_every"}), junk(g)); break;
     case 12: ans.set("k", LuaValue::num(static_cast<double>(g.pick(std::vector<int64_t>{-1, n + 1, 2000000000}))));
              ans.set("mode", LuaValue::str("ksync")); break;
-    case 13: ans.set("local_steps", LuaValue::num(g.pick(std::vector<double>{0, -3})));
+    case 13: ans.set("local_steps", LuaValue::num(g.pick(std::vector<double>{0, -3, 1e9, kMaxLocalSteps + 1.0})));
              ans.set("mode", LuaValue::str("local")); break;
     case 14: ans.kind = LuaValue::Proxy; break;  // local_batch only behind __index: raw reads miss it
     case 15: {  // groups with a gap: group 1 empty

@@ -80,8 +80,9 @@ Emulator::Emulator(const EmulationConfig& cfg, int world_size) : cfg_(cfg), worl
   events_.assign(static_cast<size_t>(world_size), {});
   if (!cfg.enabled) return;
 
-  TANDEM_CHECK_HINT(cfg.reference > 0.0 && cfg.reference <= 1.0,
-                    "set emulation.reference in (0, 1]: the fraction of one core the speed-1 device runs at",
+  TANDEM_CHECK_HINT(cfg.reference >= 1e-3 && cfg.reference <= 1.0,
+                    "set emulation.reference in [0.001, 1] (as scripts/tandem/experiment.lua does): the fraction of "
+                    "one core the speed-1 device runs at",
                     "emulation reference ", cfg.reference);
   if (!cfg.workers.empty()) {
     if (static_cast<int>(cfg.workers.size()) != world_size)

@@ -84,7 +84,7 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
     ++s.w_plans;
     spdlog::debug("iteration {}: policy {} plans {}{} from iteration {}{}{}", t, p.policy, Plan{p.plan, {}}.str(),
                   p.sync.empty() || p.sync == "bsp" ? "" : " " + p.sync,
-                  p.applies_from, p.reason.empty() ? "" : ": ", p.reason);
+                  p.applies_from, p.reason.empty() ? "" : ": ", clipped_reason(p.reason));
   }
   if (p.event == "swapped") ++s.swaps;
   if (p.failed || p.event == "hung") ++s.failures;

@@ -19,6 +19,32 @@ namespace {
 // is NaN or infinite, which JSON cannot hold.
 std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
+}  // namespace
+
+std::string clipped_reason(const std::string& reason) {
+  if (reason.size() <= kMaxReasonBytes) return reason;
+  static const std::string kMark = "\xe2\x80\xa6";  // "…", counted in the limit
+  size_t cut = kMaxReasonBytes - kMark.size();
+  // Back to the start of a character: never leave half of a multi-byte one.
+  while (cut > 0 && (static_cast<unsigned char>(reason[cut]) & 0xC0) == 0x80) --cut;
+  return reason.substr(0, cut) + kMark;
+}
+
+namespace {
+
+// A failed write names the file: fmt::print's own error ("cannot write to file: No
+// space left on device") said neither which file nor what to do.
+[[noreturn]] void fail_writing(const std::string& path, int err) {
+  TANDEM_FAIL_HINT("free space on that disk (df -h), or give the run a directory on another one (--out DIR or "
+                   "out_dir=...); a run that wrote checkpoints continues with tandem run --resume RUN_DIR",
+                   "cannot write the run's file '", path, "': ", std::strerror(err));
+}
+
+// Writes are buffered: a full disk may show here or only at the next flush.
+void write_or_fail(std::FILE* f, const std::string& text, const std::string& path) {
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) fail_writing(path, errno);
+}
+
 std::FILE* open_or_fail(const std::string& path, const char* mode = "w") {
   std::FILE* f = std::fopen(path.c_str(), mode);
   if (!f) TANDEM_FAIL_HINT("check the run directory is writable", "cannot open trace file '", path, "'");
@@ -59,7 +85,7 @@ std::FILE* open_trace(const std::string& path, int64_t resume_at, int64_t rereco
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, int64_t resume_at, int64_t rerecord_from)
-    : file_(open_trace(path, resume_at, rerecord_from)) {}
+    : path_(path), file_(open_trace(path, resume_at, rerecord_from)) {}
 
 TraceWriter::~TraceWriter() { std::fclose(file_); }
 
@@ -96,14 +122,14 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
                      {"from_iteration", policy->from_iteration}, {"applies_from", policy->applies_from},
                      {"cost_ms", std::round(policy->cost_ms * 1e4) / 1e4},
                      {"wait_ms", std::round(policy->wait_ms * 1e4) / 1e4}};
-    if (!policy->reason.empty()) p["reason"] = policy->reason;
+    if (!policy->reason.empty()) p["reason"] = clipped_reason(policy->reason);
     if (policy->failed) p["failed"] = true;
     if (!policy->plan.empty()) p["plan"] = policy->plan;
     if (!policy->sync.empty() && policy->sync != "bsp") p["sync"] = policy->sync;
     line_ += ",\"policy\":" + p.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   line_ += "}\n";
-  std::fwrite(line_.data(), 1, line_.size(), file_);
+  write_or_fail(file_, line_, path_);
 }
 
 // The worker's fields the trace shows (worker_stats_fields.hpp), in their order; a
@@ -129,26 +155,27 @@ void TraceWriter::write_worker(const WorkerStats& w) {
 }
 
 void TraceWriter::write(const EvalRecord& r) {
-  fmt::print(file_,
-             "{{\"event\":\"eval\",\"iteration\":{},\"epoch\":{:.4f},\"test_loss\":{:.6g},\"test_accuracy\":{:.6g},"
-             "\"eval_ms\":{:.3f},\"train_s\":{:.4f}}}\n",
-             r.iteration, r.epoch, r.test_loss, r.test_accuracy, r.eval_ms, r.train_s);
+  const std::string line = fmt::format(
+      "{{\"event\":\"eval\",\"iteration\":{},\"epoch\":{:.4f},\"test_loss\":{:.6g},\"test_accuracy\":{:.6g},"
+      "\"eval_ms\":{:.3f},\"train_s\":{:.4f}}}\n",
+      r.iteration, r.epoch, r.test_loss, r.test_accuracy, r.eval_ms, r.train_s);
+  write_or_fail(file_, line, path_);
 }
 
 // A full disk shows here (writes are buffered): at the latest one progress line after
 // it happens, not at the end of the run.
 void TraceWriter::flush() {
-  if (std::fflush(file_) != 0 || std::ferror(file_))
-    TANDEM_FAIL_HINT("free disk space, then resume from the last checkpoint (tandem run --resume RUN_DIR)",
-                     "cannot write the trace: ", std::strerror(errno));
+  if (std::fflush(file_) != 0 || std::ferror(file_)) fail_writing(path_, errno);
 }
 
-ChromeTrace::ChromeTrace(const std::string& path, int workers) : file_(open_or_fail(path)) {
-  std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", file_);
-  fmt::print(file_, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{{\"name\":\"tandem\"}}}}");
+ChromeTrace::ChromeTrace(const std::string& path, int workers) : path_(path), file_(open_or_fail(path)) {
+  text_ = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"tandem\"}}";
   for (int r = 0; r < workers; ++r)
-    fmt::print(file_, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":{},\"args\":{{\"name\":\"worker {}\"}}}}",
-               r, r);
+    fmt::format_to(std::back_inserter(text_),
+                   ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":{},\"args\":{{\"name\":\"worker {}\"}}}}",
+                   r, r);
+  write_or_fail(file_, text_, path_);
 }
 
 ChromeTrace::~ChromeTrace() {
@@ -159,10 +186,12 @@ ChromeTrace::~ChromeTrace() {
 void ChromeTrace::span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration,
                        int64_t batch) {
   if (dur_ms <= 0.0) return;
-  fmt::print(file_,
-             ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":0,\"tid\":{},\"ts\":{:.1f},\"dur\":{:.1f},"
-             "\"args\":{{\"iteration\":{},\"local_batch\":{}}}}}",
-             name, name, rank, start_ms * 1000.0, dur_ms * 1000.0, iteration, batch);
+  text_.clear();
+  fmt::format_to(std::back_inserter(text_),
+                 ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":0,\"tid\":{},\"ts\":{:.1f},\"dur\":{:.1f},"
+                 "\"args\":{{\"iteration\":{},\"local_batch\":{}}}}}",
+                 name, name, rank, start_ms * 1000.0, dur_ms * 1000.0, iteration, batch);
+  write_or_fail(file_, text_, path_);
 }
 
 void ChromeTrace::add(const WorkerStats& s) {

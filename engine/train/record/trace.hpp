@@ -43,6 +43,12 @@ struct EvalRecord {
   double train_s = 0.0;  // training time so far, evaluations excluded
 };
 
+// A policy's reason as the trace and the log keep it: at most kMaxReasonBytes, cut
+// at a UTF-8 character boundary and marked with "…". A policy decides every
+// iteration; one that returned 1 MB of reason per step once filled 77 MB of trace.
+constexpr size_t kMaxReasonBytes = 256;
+std::string clipped_reason(const std::string& reason);
+
 class TraceWriter {
 public:
   // resume_at >= 0: a resumed run: the iteration lines from `rerecord_from` on (run
@@ -62,6 +68,7 @@ public:
 
 private:
   void write_worker(const WorkerStats& w);
+  std::string path_;  // named when a write fails
   std::FILE* file_;
   std::string line_;  // reused buffer
 };
@@ -79,7 +86,9 @@ public:
 
 private:
   void span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration, int64_t batch);
+  std::string path_;  // named when a write fails
   std::FILE* file_;
+  std::string text_;  // reused buffer
 };
 
 }  // namespace tandem

@@ -1,0 +1,59 @@
+#pragma once
+// Whether the model fits each worker's device, checked before anything is
+// allocated (by `tandem run` before it starts the ranks, `sim` and `profile` before
+// they build the model): a model too big for the machine (model_args.hidden = {60000, 60000},
+// 3.6 billion parameters) used to grow to 11.8 GB and more before the kernel
+// stopped it, with no word of why.
+//
+// What a worker needs is estimated from the model's spec (model_footprint: its
+// layers' shapes, no allocation): the parameters, their gradients, the optimizer's
+// state (momentum: one more copy), the relaxed sync modes' host copies, and the
+// buffers of forward and backward at the largest local batch the worker can be
+// given (the planned one, or up to policy.max_batch / the global batch when a policy
+// or a random or proportional plan decides), or of forward alone at the evaluation
+// batch if that is more. The buffers are estimated within about 2x; the rest is
+// exact. A run is refused only when this exceeds what the device has:
+//   CPU  the host's available memory (MemAvailable in /proc/meminfo) shared by the
+//        CPU ranks this host runs; a rank started by an mpirun of the user's, which
+//        cannot know whether the others have allocated already, uses MemTotal;
+//   GPU  the device's total memory, shared by the ranks placed on it.
+// Nothing is checked where the device's memory cannot be read.
+#include <cstdint>
+#include <string>
+
+#include "engine/nn/model.hpp"
+#include "engine/train/config.hpp"
+
+namespace tandem {
+
+struct MemoryNeed {
+  double params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, sync_bytes = 0, buffers_bytes = 0;
+  int64_t batch = 0;       // the batch the buffers are for
+  bool eval_batch = false;  // that batch is the evaluation batch (forward only)
+  double total() const { return params_bytes + grads_bytes + optimizer_bytes + sync_bytes + buffers_bytes; }
+};
+
+// The largest local batch worker `worker` of `workers` can be given.
+int64_t largest_local_batch(const ExperimentConfig& cfg, int workers, int worker);
+
+MemoryNeed memory_need(const ModelFootprint& model, const ExperimentConfig& cfg, int64_t local_batch);
+
+// A device's memory for one worker, and how it was found, for the message.
+struct DeviceMemory {
+  double bytes = 0;
+  std::string what;  // "the CPU: 22.5 GiB available on this host (MemAvailable), shared by 2 CPU ranks"
+};
+
+// Throws a tandem::Error with the numbers when `need` exceeds `memory`.
+void check_fits(const MemoryNeed& need, const DeviceMemory& memory, const ExperimentConfig& cfg, int worker);
+
+// The check over every worker, before any of them allocates. workers: the ranks
+// that will each hold the model on this machine (`tandem run`: the experiment's
+// workers; `tandem sim` and `profile`: 1). started_by_mpirun: this process is one
+// of those ranks, started by an mpirun of the user's (see above).
+void check_model_memory(const ExperimentConfig& cfg, int workers, bool started_by_mpirun);
+
+// "13.6 GiB", "3.1 MiB": a size for a message.
+std::string bytes_text(double bytes);
+
+}  // namespace tandem

@@ -1,0 +1,94 @@
+// The memory check before a run allocates its model (engine/train/memory_check.hpp):
+// the footprint of a known model counted by hand, the largest local batch each kind
+// of plan can give a worker, and a model far too big for any machine refused,
+// naming the numbers, without allocating it.
+#define BOOST_TEST_MODULE memory_check
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "engine/core/error.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/script/experiment_loader.hpp"
+#include "engine/train/memory_check.hpp"
+#include "tests/unit/test_support.hpp"
+
+using namespace tandem;
+using namespace tandem::testing;
+
+namespace {
+
+const std::string kQuickstart = std::string(TANDEM_SOURCE_DIR) + "/scripts/experiments/quickstart.lua";
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+}  // namespace
+
+// The quickstart's MLP, 784-256-256-10: its parameters, and per sample the input
+// (784) plus each layer's output and its gradient (the flatten's 784; the two fused
+// linear+ReLU's 256; the last linear's 10).
+BOOST_AUTO_TEST_CASE(the_quickstart_mlp_is_counted_as_by_hand) {
+  const ExperimentConfig cfg = load_experiment(kQuickstart, {});
+  const ModelFootprint f = model_footprint(cfg.model);
+  BOOST_TEST(f.params == (784 * 256 + 256) + (256 * 256 + 256) + (256 * 10 + 10));
+  BOOST_TEST(f.buffer_floats_per_sample == 784 + 2.0 * (784 + 256 + 256 + 10));
+
+  const MemoryNeed need = memory_need(f, cfg, largest_local_batch(cfg, 1, 0));
+  BOOST_TEST(need.params_bytes == 4.0 * f.params);
+  BOOST_TEST(need.grads_bytes == need.params_bytes);
+  BOOST_TEST(need.optimizer_bytes == need.params_bytes);  // momentum 0.9: a velocity
+  BOOST_TEST(need.sync_bytes == 0.0);                     // bsp
+  // Evaluating 1000 samples forward weighs more than training 64.
+  BOOST_TEST(need.eval_batch);
+  BOOST_TEST(need.batch == 1000);
+  BOOST_TEST(need.total() < 12 * kMiB, bytes_text(need.total()));
+}
+
+BOOST_AUTO_TEST_CASE(the_largest_local_batch_follows_the_plan) {
+  ExperimentConfig cfg;
+  cfg.global_batch = 100;
+  BOOST_TEST(largest_local_batch(cfg, 3, 0) == 34);  // equal: B / N, rounded up
+  cfg.plan.kind = "fixed";
+  cfg.plan.batches = {10, 60, 30};
+  BOOST_TEST(largest_local_batch(cfg, 3, 1) == 60);
+  cfg.plan.kind = "random";
+  BOOST_TEST(largest_local_batch(cfg, 3, 1) == 100);  // any split, the whole batch included
+  cfg.policy.file = "lbb";
+  cfg.policy.max_batch = {50, 40, 100};
+  BOOST_TEST(largest_local_batch(cfg, 3, 1) == 40);  // a policy: up to the worker's bound
+}
+
+BOOST_AUTO_TEST_CASE(a_need_past_the_device_is_refused_with_the_numbers) {
+  ExperimentConfig cfg = load_experiment(kQuickstart, {});
+  ModelFootprint f;
+  f.params = 1000000000;  // 4 GB a copy
+  f.buffer_floats_per_sample = 1000;
+  const MemoryNeed need = memory_need(f, cfg, 64);
+  DeviceMemory small{8.0 * 1024 * kMiB, "its device, the CPU, has 8.0 GiB (MemAvailable on this host)"};
+  const std::string msg = error_of([&] { check_fits(need, small, cfg, 0); });
+  CHECK_CONTAINS(msg, "model 'mlp' needs ~11.2 GiB on worker 0 (parameters 3.7 GiB, gradients 3.7 GiB, "
+                      "optimizer state 3.7 GiB, activations 1.9 MiB at evaluation batch 1000)");
+  CHECK_CONTAINS(msg, "but its device, the CPU, has 8.0 GiB");
+  CHECK_CONTAINS(msg, "model_args (now {\"hidden\":[256,256]}, read by models/mlp.lua)");
+  DeviceMemory big{64.0 * 1024 * kMiB, "64 GiB"};
+  check_fits(need, big, cfg, 0);  // fits: no error
+  DeviceMemory unknown{0.0, ""};
+  check_fits(need, unknown, cfg, 0);  // not known: not checked
+}
+
+// The model grew to 11.8 GB before it was stopped; at 250000 x 250000 (62.7
+// billion parameters, 703 GiB with gradients and momentum) no machine holds it, so
+// the refusal is certain, and it comes at once.
+BOOST_AUTO_TEST_CASE(a_model_too_big_for_the_machine_is_refused_before_allocating) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string msg = error_of([&] {
+    check_model_memory(load_experiment(kQuickstart, {"model_args.hidden=250000,250000", "device=cpu"}), 1, false);
+  });
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK_CONTAINS(msg, "model 'mlp' needs ~70");  // 702.6 GiB
+  CHECK_CONTAINS(msg, "(parameters 233.");
+  CHECK_CONTAINS(msg, "refused before allocating it");
+  CHECK_CONTAINS(msg, "lower the batch");
+  BOOST_TEST(took_s < 5.0);
+}

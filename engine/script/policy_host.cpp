@@ -188,7 +188,9 @@ bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_for
   };
   uint64_t jobs = 0;
   std::deque<Job> window;
-  if (!get(&jobs, sizeof jobs)) return false;
+  // A checkpoint's bytes: no more jobs than the history holds (each is a call into
+  // the policy), and every record where its slot says.
+  if (!get(&jobs, sizeof jobs) || jobs > static_cast<uint64_t>(std::max(1, cluster_.history))) return false;
   for (uint64_t k = 0; k < jobs; ++k) {
     Job j;
     uint64_t n = 0;
@@ -198,6 +200,11 @@ bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_for
     j.stats.resize(n);
     j.in_force.resize(n);
     if (!get(j.stats.data(), n * sizeof(WorkerStats)) || !get(j.in_force.data(), n * sizeof(int64_t))) return false;
+    for (uint64_t r = 0; r < n; ++r)
+      if (j.stats[r].rank != static_cast<int>(r) || (j.stats[r].valid != 0 && j.stats[r].valid != 1) ||
+          j.stats[r].local_batch < 0 || j.in_force[r] < 0)
+        return false;
+    if (j.cluster.sync_mode < 0 || j.cluster.sync_mode > static_cast<int32_t>(SyncMode::local)) return false;
     window.push_back(std::move(j));
   }
   if (at != bytes.size()) return false;

@@ -1,5 +1,6 @@
 #include "engine/script/policy_sandbox.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -325,9 +326,16 @@ PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const 
   if (!lua_istable(L_, ans)) throw garbage("returned " + lua_value_text(L_, ans) + ", not a plan table");
   lua_pushstring(L_, "reason");
   lua_rawget(L_, ans);
-  if (lua_type(L_, -1) == LUA_TSTRING) answer.reason = lua_tostring(L_, -1);
+  // Whole (a NUL inside is the reason's, not its end), and at most 4 KB of it: the
+  // trace keeps 256 bytes, and the answer crosses the worker's socket.
+  auto take_reason = [&](int idx) {
+    size_t len = 0;
+    const char* r = lua_tolstring(L_, idx, &len);
+    answer.reason.assign(r, std::min<size_t>(len, 4096));
+  };
+  if (lua_type(L_, -1) == LUA_TSTRING) take_reason(-1);
   lua_pop(L_, 1);
-  if (answer.reason.empty() && lua_type(L_, top) == LUA_TSTRING) answer.reason = lua_tostring(L_, top);
+  if (answer.reason.empty() && lua_type(L_, top) == LUA_TSTRING) take_reason(top);
   lua_pushstring(L_, "local_batch");
   lua_rawget(L_, ans);
   if (!lua_istable(L_, -1)) throw garbage("returned a table without a local_batch list");

@@ -47,10 +47,12 @@ local MAX_SEED = 2 ^ 53  -- seeds are exact in a double up to here
 local MAX_INTEGER = 2 ^ 53
 local MAX_INT = 2 ^ 31 - 1
 -- Emulated speeds (emulation.reference, speeds, slowdowns) multiply each other, and a
--- step's emulated time divides by their product: below a thousandth, one step of a
--- millisecond sleeps for minutes, and a few such factors together overflow.
-local MIN_SPEED = 1e-3
+-- step's emulated time divides by their product. A speed of a millionth is an
+-- emulated hang (tests use one; the emulator refuses a step longer than a day); the
+-- reference is the device's share of a core and stays a real fraction of one.
+local MIN_SPEED = 1e-6
 local MAX_SPEED = 1e3
+local MIN_REFERENCE = 1e-3
 
 M.schema = record {
   name = string_(nil, { doc = 'run name; default: the experiment file name without .lua' }),
@@ -187,7 +189,7 @@ M.schema = record {
   -- Emulated heterogeneity (engine/train/emulation/emulator.hpp). Ranks are numbered from 0.
   emulation = record {
     enabled = boolean(nil, { doc = 'default: true when any other emulation key is set' }),
-    reference = number(1, { min = MIN_SPEED, max = 1,
+    reference = number(1, { min = MIN_REFERENCE, max = 1,
                             doc = 'the speed-1 device runs at this fraction of a core (0.5 = half a core)' }),
     speeds = list(number(nil, { min = MIN_SPEED, max = MAX_SPEED }),
                   { doc = 'one speed factor per rank (shorthand for workers[i].speed)' }),

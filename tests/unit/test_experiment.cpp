@@ -236,7 +236,7 @@ BOOST_AUTO_TEST_CASE(settings_past_their_bounds_are_refused_with_the_range) {
   CHECK_CONTAINS(msg_for("policy = { budget_ms = 1e9 }"), "'policy.budget_ms' must be <= 60000, got 1000000000");
   CHECK_CONTAINS(msg_for("policy = { memory_mb = 1e12 }"), "'policy.memory_mb' must be <= 65536");
   CHECK_CONTAINS(msg_for("emulation = { reference = 1e-300 }"), "'emulation.reference' must be >= 0.001, got 1e-300");
-  CHECK_CONTAINS(msg_for("emulation = { speeds = { 1e-9 } }"), "'emulation.speeds[1]' must be >= 0.001");
+  CHECK_CONTAINS(msg_for("emulation = { speeds = { 1e-9 } }"), "'emulation.speeds[1]' must be >= 1e-06");
   CHECK_CONTAINS(msg_for("workers = 1e10"), "'workers' must be <= 2147483647, got 10000000000");
   // A NUL cuts a string short where C reads it: 'bsp\0evil' must not pass for bsp.
   const std::string nul = msg_for("sync = { mode = 'bsp\\0evil' }");

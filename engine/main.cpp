@@ -167,8 +167,10 @@ int cmd_sim(const std::vector<std::string>& args) {
     machine = tandem::calibrate_compute(step, loader, cfg.global_batch, model, cfg.optimizer);
   }
   std::unique_ptr<tandem::PolicyHost> policy;
-  if (!cfg.policy.file.empty())
+  if (!cfg.policy.file.empty()) {
     policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, cfg.workers));
+    policy->wait_for_answers();  // simulated time: every decision on time, however loaded this machine
+  }
   // The all-reduce carries the gradients and the control message beside them.
   const size_t allreduce_floats = model.param_count() + tandem::ControlWire(cfg.workers).floats();
   const tandem::SimSummary s =

@@ -236,6 +236,7 @@ void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats
     std::lock_guard<std::mutex> lock(mu_);
     if (hung_ || in_flight_) return;  // a hung thread takes nothing more; one call at a time
     job_ = Job{iteration, stats, std::move(in_force), cluster};
+    job_iteration_ = iteration;
     in_flight_ = true;
     has_result_ = false;
     started_ms_ = now_ms();
@@ -243,6 +244,10 @@ void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats
   cv_.notify_all();
 }
 
+// Training waits for a decision up to the call's budget (plus kCollectGraceMs for the
+// round trip to the worker), never longer: a call still running then is left to
+// finish (or to be killed at its deadline) in the background, and its answer is
+// taken at a later boundary. Until then no new stats are submitted.
 std::optional<Plan> PolicyHost::collect(PolicyReport& report) {
   const double start = now_ms();
   std::unique_lock<std::mutex> lock(mu_);
@@ -253,29 +258,46 @@ std::optional<Plan> PolicyHost::collect(PolicyReport& report) {
     return std::nullopt;
   }
   if (!in_flight_) return std::nullopt;  // nothing asked yet (the first iterations)
-  const double deadline = started_ms_ + hard_limit_ms(limits_.budget_ms);
+  const double wait_until = wait_for_answers_ ? started_ms_ + hard_limit_ms(limits_.budget_ms)
+                                              : started_ms_ + limits_.budget_ms + kCollectGraceMs;
   while (!has_result_) {
-    const double left = deadline - now_ms();
+    const double left = wait_until - now_ms();
     if (left <= 0) break;
     cv_.wait_for(lock, std::chrono::duration<double, std::milli>(std::min(left, 50.0)));
   }
   report.wait_ms = now_ms() - start;
-  if (!has_result_) {
-    hung_ = true;
-    report.event = "hung";
-    report.reason = fmt::format("a call of policy {} has not returned {:.0f} ms after it started (budget {:g} ms): "
-                                "abandoned; training goes on with the last good plan", name_,
-                                now_ms() - started_ms_, limits_.budget_ms);
-    totals_.disabled = true;
-    spdlog::error("{}", report.reason);
-    return std::nullopt;
-  }
+  if (!has_result_) return late(report);
   in_flight_ = false;
   has_result_ = false;
+  late_reported_ = false;
   Decision d = std::move(result_);
   d.report.wait_ms = report.wait_ms;
   report = std::move(d.report);
   return std::move(d.plan);
+}
+
+// Under mu_: the call in flight is past its budget. Said once; the backstop (the
+// thread itself kills a worker past its deadline, so this means the thread is stuck)
+// abandons the policy.
+std::optional<Plan> PolicyHost::late(PolicyReport& report) {
+  if (now_ms() < started_ms_ + hard_limit_ms(limits_.budget_ms)) {
+    if (!late_reported_) {
+      late_reported_ = true;
+      report.event = "late";
+      report.reason = fmt::format("policy {} is still deciding on iteration {}'s stats past its budget of {:g} ms: "
+                                  "training goes on with the plan in force, the answer is taken when it comes",
+                                  name_, job_iteration_, limits_.budget_ms);
+    }
+    return std::nullopt;
+  }
+  hung_ = true;
+  report.event = "hung";
+  report.reason = fmt::format("a call of policy {} has not returned {:.0f} ms after it started (budget {:g} ms): "
+                              "abandoned; training goes on with the last good plan", name_, now_ms() - started_ms_,
+                              limits_.budget_ms);
+  totals_.disabled = true;
+  spdlog::error("{}", report.reason);
+  return std::nullopt;
 }
 
 void PolicyHost::run() {

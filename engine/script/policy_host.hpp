@@ -78,6 +78,12 @@ public:
   std::string saved_window() override;
   bool restore_window(const std::string& bytes, const SyncPlan& in_force) override;
   std::string policy_file() const;
+  // Waits for every answer however long it takes (up to the worker's deadline), for
+  // the simulator, whose decisions must not depend on how loaded the machine is.
+  // Training waits at most the budget (collect()).
+  void wait_for_answers() { wait_for_answers_ = true; }
+  // The round trip to the worker on top of the budget that collect() waits.
+  static constexpr double kCollectGraceMs = 10.0;
   std::string params_json() const;  // the policy's cluster.params, as JSON
 
   // What has happened to the policies so far (the run's summary counts the
@@ -103,6 +109,7 @@ private:
   void run();
   Decision decide(const Job& job);
   bool ensure_worker(Decision& d);
+  std::optional<Plan> late(PolicyReport& report);
   void step_current(const Job& job, Decision& d);
   SwapResult try_swap(const std::string& path, const std::string& params_json, const Job& job, Decision& d);
   void count_failure(const std::string& kind, const std::string& message, Decision& d);
@@ -124,6 +131,8 @@ private:
   std::condition_variable cv_;
   std::optional<Job> job_;           // waiting for the thread
   bool has_result_ = false, stop_ = false, hung_ = false, in_flight_ = false;
+  bool late_reported_ = false, wait_for_answers_ = false;
+  int64_t job_iteration_ = -1;  // the stats in flight
   double started_ms_ = 0.0;          // when the thread took the job in flight
   Decision result_;
   struct SwapRequest {

@@ -27,9 +27,11 @@ struct PolicyReport {
   int64_t from_iteration = -1;  // the stats the decision was made on
   std::string policy;           // file name of the policy that decided
   // plan (a new plan) | keep (nil, or the plan in force) | rejected (an invalid plan)
-  // | error (raised, ran past its budget or memory) | swapped / swap_failed (hot swap,
-  // the new policy's dry run decided) | disabled (too many failures: last good plan
-  // kept) | hung (a call that never returned: abandoned) | idle (nothing was asked)
+  // | error / timeout / memory (raised, ran past its budget or memory) | crash / hung
+  // (its worker process died, or was killed past its deadline) | swapped /
+  // swap_failed (hot swap, the new policy's dry run decided) | disabled (too many
+  // failures: last good plan kept) | late (still deciding past its budget: the plan
+  // stays, the answer comes at a later boundary) | idle (nothing was asked)
   std::string event = "idle";
   std::string reason;           // the policy's reason, or why it was rejected / failed
   bool failed = false;          // the call failed (its event may say disabled: the last straw)

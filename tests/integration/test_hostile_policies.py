@@ -17,8 +17,9 @@ and in init(), and each run must show:
 
 Runs, grouped to keep the suite short (each job starts mpirun):
   reference     a benign policy, the yardstick for CPU time and rank 0's RSS;
-  step_escapes  one escape per iteration (keyed on stats.iteration: every iteration
-                is decided, so none is skipped), max_failures high so the policy is
+  step_escapes  one escape per decision (keyed on the decision's number, from the
+                stats history: training goes on past a late call, so not every
+                iteration is decided), max_failures high so the policy is
                 never dropped: commands, files, native code, binary chunks, debug,
                 the GC, finalizers, crashes, budget bypasses, memory; init() tries
                 the command escapes under pcall and step() reports what it saw. A
@@ -111,7 +112,11 @@ e.stop = {{ epochs = 1000, max_iterations = {iterations} }}
 e.eval_every = 100000
 e.console = false
 e.log_level = 'info'
-e.policy = {{ file = '{policy_file}', budget_ms = 200, memory_mb = 16, max_failures = 1000, watch = false }}
+e.policy = {{ file = '{policy_file}', budget_ms = 200, memory_mb = 16, max_failures = 1000, watch = false,
+             history = 1000 }}
+-- 30 ms an iteration: a call killed at its deadline (2 x 200 + 100 ms) leaves a
+-- dozen or so iterations undecided, not hundreds.
+e.emulation = {{ comm_delay_ms = {{ 30, 30 }} }}
 {extra}
 return e
 """)
@@ -380,7 +385,9 @@ STEP_ESCAPES = [
 # starts) with every one refused, in the launcher and in rank 0's worker alike.
 # Iterations of the escape run (and of the reference): the escapes, then calls that
 # must all succeed.
-ITERATIONS = len(STEP_ESCAPES) + 14
+# Room for the escapes, the calm decisions after them, and the iterations no one
+# decides while a call is late or killed (a dozen per such escape).
+ITERATIONS = len(STEP_ESCAPES) + 14 + 90
 COMMANDS = [e[0] for e in STEP_ESCAPES].index("newproxy_gc") + 1  # the escapes of group 1
 INIT_ESCAPES = [(n, b) for n, b, _, _ in STEP_ESCAPES[:COMMANDS]]
 
@@ -413,8 +420,12 @@ function P.init(cluster)
   end
 end
 function P.step(stats)
-  if stats.iteration == 0 then error('INIT-REPORT ' .. table.concat(report, ' ') .. ' END', 0) end
-  local e = STEP[stats.iteration]
+  -- The decision's number (0 first): the stats history holds every decided
+  -- iteration (a fresh worker gets it replayed), while iterations training ran on
+  -- while a call was late or being killed are never decided.
+  local n = #stats.history - 1
+  if n == 0 then error('INIT-REPORT ' .. table.concat(report, ' ') .. ' END', 0) end
+  local e = STEP[n]
   if e then return e[2]() end
   {AFTER}
 end
@@ -472,13 +483,20 @@ def step_escapes():
             problem(case, f"init() under pcall: {m.group(1)}")
         else:
             print(f"ok {case} init: all {len(INIT_ESCAPES)} escapes refused under pcall")
+    # The decisions in order, by the iteration each was made on (late reports are no
+    # decisions): escape t is decision t, after the first (init's report).
+    order = sorted(f for f in set(events) | set(got) if f >= 0)
+    at = lambda k: order[k] if k < len(order) else -1
     for t, (name, _, kinds, phrase) in enumerate(STEP_ESCAPES, start=1):
-        kind, msg = got.get(t, ("keep" if events.get(t) in ("keep", "plan") else events.get(t), ""))
+        f = at(t)
+        kind, msg = got.get(f, ("keep" if events.get(f) in ("keep", "plan") else events.get(f), ""))
         first = msg.strip().splitlines()[0][:200] if msg.strip() else ""
         if kind not in kinds:
-            problem(case, f"{name} (iteration {t}): {kind}, want {' or '.join(sorted(kinds))}: {msg[:1500]}")
+            problem(case, f"{name} (decision {t}, on iteration {f}): {kind}, want {' or '.join(sorted(kinds))}: "
+                          f"{msg[:1500]}")
         elif phrase and not all(p in msg for p in ((phrase,) if isinstance(phrase, str) else phrase)):
-            problem(case, f"{name} (iteration {t}): {kind}, but the log lacks {phrase!r}: {msg[:1500]}")
+            problem(case, f"{name} (decision {t}, on iteration {f}): {kind}, but the log lacks {phrase!r}: "
+                          f"{msg[:1500]}")
         else:
             print(f"ok {case} {name}: {kind} {first}")
     # Crashed and killed workers were replaced; the policy was never dropped and
@@ -490,7 +508,9 @@ def step_escapes():
     if "no longer called" in log:
         problem(case, "the policy was dropped")
     # (The last iteration's stats are decided on by no one.)
-    tail = {t: got[t][0] if t in got else events.get(t) for t in range(len(STEP_ESCAPES) + 1, ITERATIONS - 1)}
+    tail = {f: got[f][0] if f in got else events.get(f) for f in order[len(STEP_ESCAPES) + 1:]}
+    if len(tail) < 10:
+        problem(case, f"only {len(tail)} decisions after the escapes, want at least 10 (raise ITERATIONS)")
     if any(e not in ("keep", "plan") for e in tail.values()):
         first = min(t for t, e in tail.items() if e not in ("keep", "plan"))
         problem(case, f"after the escapes the policy's decisions were {list(tail.values())}, want keep; the first "

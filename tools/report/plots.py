@@ -70,7 +70,7 @@ def _col_x(run):
 def decision_kind(d):
     """A short name for what a decision was, for legends and grouping."""
     ev = d.get("event") or "?"
-    if d.get("failed") or ev in ("hung", "disabled", "swap_failed", "rejected", "timeout", "error"):
+    if d.get("failed") or ev in ("hung", "crash", "late", "memory", "disabled", "swap_failed", "rejected", "timeout", "error"):
         return f"failure: {ev}"
     if ev == "swapped":
         return "policy swapped"

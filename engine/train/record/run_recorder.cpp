@@ -73,6 +73,12 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
 void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
   if (p.event == "idle") return;
   PolicyTotals& s = policy_;
+  if (p.event == "late") {  // no decision yet: only training's wait for it counts
+    s.wait_ms += p.wait_ms;
+    s.max_wait_ms = std::max(s.max_wait_ms, p.wait_ms);
+    s.last_event = p.event;
+    return;
+  }
   s.name = p.policy;
   ++s.calls;
   s.cost_ms += p.cost_ms;

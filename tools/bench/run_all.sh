@@ -9,6 +9,7 @@ mkdir -p bench-results
 "$build"/bench/tandem_kernels --out bench-results/kernels.json
 "$build"/bench/tandem_policy_bench --out bench-results/policy_cost.json
 "$build"/bench/tandem_policy_isolation_bench --out bench-results/policy_isolation.json
+/usr/bin/python3 tools/bench/hostile_policy_throughput.py "$build" --out bench-results/hostile_policy_throughput.json
 /usr/bin/python3 tools/bench/hetero_policies.py "$build" --out bench-results/hetero_policies.json
 /usr/bin/python3 tools/bench/sync_modes.py "$build" --out bench-results/sync_modes.json
 /usr/bin/python3 tools/bench/sync_transport.py "$build" --out bench-results/sync_transport.json

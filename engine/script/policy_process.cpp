@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,19 +69,15 @@ PolicyProcess::PolicyProcess(const std::string& path, const PolicyLimits& limits
     throw PolicyFailure(PolicyFailure::Crash, std::string("cannot create the policy worker's socket: ") +
                                                   std::strerror(errno) + "\n  what to do: raise the open-file limit");
   fd_ = sv[0];
-  // Room for a whole request or answer in the socket (stats of 1024 workers are
-  // 256 KB): one write and one read a message, not a ping-pong of wake-ups.
-  for (int fd : sv) {
-    const int bytes = 4 << 20;
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-  }
+  const int child_socket = high_fd(sv[1]);
+  open_stats_region();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
+  posix_spawn_file_actions_adddup2(&actions, child_socket, 3);
+  if (stats_fd_ >= 0) posix_spawn_file_actions_adddup2(&actions, stats_fd_, 4);
   // Nothing else of rank 0's reaches the worker (MPI's pipes and sockets included).
-  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 5);
   const std::string exe = policy_worker_path();
   const std::vector<std::string> env = worker_environment();
   std::vector<char*> envp;
@@ -90,7 +87,7 @@ PolicyProcess::PolicyProcess(const std::string& path, const PolicyLimits& limits
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  ::close(sv[1]);
+  ::close(child_socket);
   if (rc != 0) {
     end();
     throw PolicyFailure(PolicyFailure::Crash, "cannot start the policy worker " + exe + ": " + std::strerror(rc) +
@@ -126,6 +123,10 @@ void PolicyProcess::end() {
   }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  if (stats_) ::munmap(stats_, kStatsRegionBytes);
+  stats_ = nullptr;
+  if (stats_fd_ >= 0) ::close(stats_fd_);
+  stats_fd_ = -1;
 }
 
 void PolicyProcess::died(const char* what, bool timed_out, double waited_ms) {
@@ -183,17 +184,50 @@ std::string PolicyProcess::request(PolicyOp op, const std::string& payload, cons
   return body;
 }
 
-namespace {
-std::string stats_payload(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
-                          const ClusterStats& cluster) {
+// The stats go into the shared region when they fit (the message then carries only
+// their count), else inline.
+std::string PolicyProcess::stats_payload(int64_t iteration, int64_t global_batch,
+                                         const std::vector<WorkerStats>& stats, const ClusterStats& cluster) {
   WireWriter w;
   w.put(iteration);
   w.put(global_batch);
-  w.put_vector(stats);
+  const size_t bytes = stats.size() * sizeof(WorkerStats);
+  if (stats_ && bytes <= kStatsRegionBytes) {
+    std::memcpy(stats_, stats.data(), bytes);
+    w.put<uint8_t>(1);
+    w.put<uint64_t>(stats.size());
+  } else {
+    w.put<uint8_t>(0);
+    w.put_vector(stats);
+  }
   w.put(cluster);
   return w.bytes();
 }
-}  // namespace
+
+// A descriptor at 10 or above (and the original closed), so that the spawn's dup2s
+// onto 3 and 4 cannot overwrite one another's source.
+int PolicyProcess::high_fd(int fd) {
+  const int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  if (high < 0) return fd;
+  ::close(fd);
+  return high;
+}
+
+// The region the worker maps read-only as its fd 4: sparse, so only the pages the
+// stats touch take memory. Without it (no memfd), stats travel inline.
+void PolicyProcess::open_stats_region() {
+  const int fd = ::memfd_create("tandem-policy-stats", MFD_CLOEXEC);
+  if (fd < 0) return;
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(kStatsRegionBytes)) == 0)
+    p = ::mmap(nullptr, kStatsRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return;
+  }
+  stats_fd_ = high_fd(fd);
+  stats_ = p;
+}
 
 void PolicyProcess::init(const PolicyCluster& cluster) {
   WireWriter w;

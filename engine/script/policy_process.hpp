@@ -11,6 +11,11 @@
 // policy again. The destructor kills the worker: nothing of the policy's runs at
 // the end (a finalizer that loops cannot hold the run open).
 //
+// Each decision's stats are written to a region of shared memory the worker maps
+// read-only (kStatsRegionBytes, sparse), so a message carries only their count and
+// the cost stays flat with the cluster's size; a request and its answer alternate,
+// so the worker never reads while the host writes.
+//
 // The worker binary is tandem-policy-worker: $TANDEM_POLICY_WORKER, else beside the
 // running executable, else the one this build made.
 #include <sys/types.h>
@@ -59,11 +64,17 @@ private:
   std::string request(PolicyOp op, const std::string& payload, const char* what, double extra_ms);
   [[noreturn]] void died(const char* what, bool timed_out, double waited_ms);
   void end();
+  std::string stats_payload(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
+                            const ClusterStats& cluster);
+  void open_stats_region();
+  static int high_fd(int fd);
 
   std::string path_, name_, confinement_;
   PolicyLimits limits_;
   pid_t pid_ = -1;
   int fd_ = -1;
+  int stats_fd_ = -1;       // the shared stats region (the worker's fd 4)
+  void* stats_ = nullptr;   // mapped here read-write, there read-only
   double last_call_ms_ = 0.0, round_trip_ms_ = 0.0, memory_mb_ = 0.0;
 };
 

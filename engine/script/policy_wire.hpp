@@ -21,6 +21,8 @@ enum class PolicyOp : uint8_t { load = 1, init, step, observe, save, restore };
 // The largest frame either side accepts: stats of thousands of workers and a policy
 // state in a checkpoint fit; anything larger is a broken or hostile peer.
 constexpr size_t kMaxFrame = 64u << 20;
+// The shared stats region (policy_process.hpp): 65536 workers' stats.
+constexpr size_t kStatsRegionBytes = 16u << 20;
 
 class WireWriter {
 public:

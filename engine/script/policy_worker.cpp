@@ -1,8 +1,11 @@
 #include "engine/script/policy_worker.hpp"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "engine/script/policy_wire.hpp"
@@ -15,6 +18,18 @@ namespace {
 struct Worker {
   std::unique_ptr<PolicySandbox> policy;
   PolicyLimits limits;
+  const char* region = nullptr;  // the host's stats, read-only
+  size_t region_bytes = 0;
+
+  std::vector<WorkerStats> get_stats(WireReader& in) const {
+    if (in.get<uint8_t>("stats.where") == 0) return in.get_vector<WorkerStats>("stats.workers");
+    const auto n = in.get<uint64_t>("stats.count");
+    if (!region || n > region_bytes / sizeof(WorkerStats))
+      throw ScriptFailure(ScriptFailure::Garbage, "the stats do not fit the shared region");
+    std::vector<WorkerStats> v(static_cast<size_t>(n));
+    std::memcpy(v.data(), region, v.size() * sizeof(WorkerStats));
+    return v;
+  }
 
   // The request's answer, after the common header (ok, cost, memory).
   void serve(PolicyOp op, WireReader& in, WireWriter& out);
@@ -44,7 +59,7 @@ void Worker::serve(PolicyOp op, WireReader& in, WireWriter& out) {
     case PolicyOp::observe: {
       const auto iteration = in.get<int64_t>("stats.iteration");
       const auto global_batch = in.get<int64_t>("stats.global_batch");
-      const auto stats = in.get_vector<WorkerStats>("stats.workers");
+      const auto stats = get_stats(in);
       const auto cluster = in.get<ClusterStats>("stats.cluster");
       if (op == PolicyOp::observe)
         loaded().observe(iteration, global_batch, stats, cluster);
@@ -64,8 +79,17 @@ void Worker::serve(PolicyOp op, WireReader& in, WireWriter& out) {
 
 }  // namespace
 
-void run_policy_worker(int fd) {
+void run_policy_worker(int fd, int stats_fd) {
   Worker w;
+  struct stat st {};
+  if (stats_fd >= 0 && ::fstat(stats_fd, &st) == 0 && st.st_size > 0) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, stats_fd, 0);
+    if (p != MAP_FAILED) {
+      w.region = static_cast<const char*>(p);
+      w.region_bytes = static_cast<size_t>(st.st_size);
+    }
+  }
+  if (stats_fd >= 0) ::close(stats_fd);
   std::string request;
   while (recv_frame(fd, request, HUGE_VAL)) {
     WireWriter reply;

@@ -6,7 +6,8 @@
 // end of its socket, without running anything of the policy's (no finalizers).
 namespace tandem {
 
-// Serves requests on fd until the peer closes it; never returns.
-[[noreturn]] void run_policy_worker(int fd);
+// Serves requests on fd until the peer closes it; never returns. stats_fd: the
+// host's shared stats region (mapped read-only), or -1.
+[[noreturn]] void run_policy_worker(int fd, int stats_fd);
 
 }  // namespace tandem

@@ -362,6 +362,36 @@ BOOST_AUTO_TEST_CASE(a_hung_or_crashed_worker_is_replaced) {
   BOOST_TEST(!host.totals().disabled);
 }
 
+// The stats reach the worker through the shared region (every test here), and past
+// its size (65536 workers) inline in the message: the same answer either way.
+BOOST_AUTO_TEST_CASE(stats_past_the_shared_region_travel_inline) {
+  TempDir dir("policy-inline");
+  const std::string f = dir.write("p.lua", R"(local P = {}
+function P.init(c) end
+function P.step(stats)
+  local w = stats.workers
+  error('seen ' .. #w .. ' workers, the last of rank ' .. w[#w].rank .. ' at ' .. w[#w].compute_ms .. ' ms', 0)
+end
+return P
+)");
+  for (const int workers : {4, 70000}) {
+    PolicyCluster c = cluster(workers, 64LL * workers);
+    c.params_json = "{}";
+    PolicyProcess worker(f, {20000.0, 1024.0});
+    worker.init(c);
+    std::vector<WorkerStats> s = stats(workers);
+    // What the policy saw comes back as its error's message.
+    try {
+      worker.step(0, c.global_batch, s);
+      BOOST_FAIL("step() should have raised");
+    } catch (const PolicyFailure& e) {
+      CHECK_CONTAINS(std::string(e.what()), "seen " + std::to_string(workers) + " workers, the last of rank " +
+                                                std::to_string(workers - 1) + " at " + std::to_string(10 * workers) +
+                                                " ms");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(hot_swap_by_file_change_hands_over_state) {
   TempDir dir("policy-swap");
   const std::string state = R"(

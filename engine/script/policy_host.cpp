@@ -201,10 +201,8 @@ bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_for
     j.in_force.resize(n);
     if (!get(j.stats.data(), n * sizeof(WorkerStats)) || !get(j.in_force.data(), n * sizeof(int64_t))) return false;
     for (uint64_t r = 0; r < n; ++r)
-      if (j.stats[r].rank != static_cast<int>(r) || (j.stats[r].valid != 0 && j.stats[r].valid != 1) ||
-          j.stats[r].local_batch < 0 || j.in_force[r] < 0)
-        return false;
-    if (j.cluster.sync_mode < 0 || j.cluster.sync_mode > static_cast<int32_t>(SyncMode::local)) return false;
+      if (!stats_record_fits(j.stats[r], static_cast<int>(r), cluster_.workers) || j.in_force[r] < 0) return false;
+    if (!known_sync_mode(j.cluster.sync_mode)) return false;
     window.push_back(std::move(j));
   }
   if (at != bytes.size()) return false;

@@ -77,7 +77,7 @@ PolicyAnswer get_answer(WireReader& r) {
   a.keep = r.get<uint8_t>("answer.keep") != 0;
   a.local_batch = r.get_vector<int64_t>("answer.local_batch");
   const int32_t mode = r.get<int32_t>("answer.mode");
-  if (mode < 0 || mode > static_cast<int32_t>(SyncMode::local))
+  if (!known_sync_mode(mode))
     throw ScriptFailure(ScriptFailure::Garbage, "answer.mode " + std::to_string(mode) + " is no sync mode");
   a.sync.mode = static_cast<SyncMode>(mode);
   a.sync.group = r.get_vector<int>("answer.groups");

@@ -7,6 +7,7 @@
 #include "engine/core/error.hpp"
 #include "engine/core/rng.hpp"
 #include "engine/train/config.hpp"
+#include "engine/train/worker_stats.hpp"
 
 namespace tandem {
 
@@ -212,6 +213,11 @@ Plan Plan::random(int world_size, int64_t global_batch_size, uint64_t seed) {
   for (auto& w : weights) w = rng.uniform() < 0.25f ? 0.0 : static_cast<double>(rng.uniform()) + 1e-3;
   if (std::accumulate(weights.begin(), weights.end(), 0.0) == 0.0) weights[rng.below(weights.size())] = 1.0;
   return proportional(weights, global_batch_size);
+}
+
+bool stats_record_fits(const WorkerStats& w, int rank, int world) {
+  return w.rank == rank && (w.valid == 0 || w.valid == 1) && w.group >= 0 && w.group < world &&
+         known_sync_mode(w.sync_mode) && w.local_batch >= 0;
 }
 
 }  // namespace tandem

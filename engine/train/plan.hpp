@@ -25,6 +25,16 @@ const char* sync_mode_name(SyncMode mode);
 // The mode named `name`, or false when there is none. The whole name counts:
 // 'bsp\0evil' (read with its length from Lua) is no mode.
 bool parse_sync_mode(const std::string& name, SyncMode* mode);
+// Whether a number read from outside (a checkpoint, the policy worker) is a SyncMode.
+inline bool known_sync_mode(int32_t mode) {
+  return mode >= 0 && mode <= static_cast<int32_t>(SyncMode::local);
+}
+
+struct WorkerStats;
+// Whether a stats record read from outside (a checkpoint's bytes) sits in its own
+// slot (rank) with values later code indexes by (group, sync mode) in range: the
+// recorder and the policy's history take only such records.
+bool stats_record_fits(const WorkerStats& w, int rank, int world);
 
 // The most iterations local SGD runs between model averages (sync.local_steps in
 // experiment.lua says the same): past it the workers train apart for whole runs.

@@ -168,9 +168,7 @@ std::string usable_pending_stats(const CheckpointState& s, int world) {
   for (int r = 0; r < world; ++r) {
     WorkerStats w;
     std::memcpy(&w, s.pending_stats.data() + static_cast<size_t>(r) * sizeof w, sizeof w);
-    const bool fits = w.rank == r && (w.valid == 0 || w.valid == 1) && w.group >= 0 && w.group < world &&
-                      w.sync_mode >= 0 && w.sync_mode <= static_cast<int32_t>(SyncMode::local) && w.local_batch >= 0;
-    if (!fits) {
+    if (!stats_record_fits(w, r, world)) {
       spdlog::warn("the checkpoint's pending stats are left out: record {} says rank {}, group {}, sync mode {}, "
                    "valid {}, local batch {} (the file was altered); the resumed run records from its first "
                    "iteration on", r, w.rank, w.group, w.sync_mode, w.valid, w.local_batch);

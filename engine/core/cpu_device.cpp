@@ -9,13 +9,19 @@
 
 #include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
+#include "kernels/cpu/adamw_step.hpp"
 #include "kernels/cpu/avgpool.hpp"
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/bias_act.hpp"
 #include "kernels/cpu/bias_grad.hpp"
+#include "kernels/cpu/causal_softmax.hpp"
 #include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/heads_permute.hpp"
 #include "kernels/cpu/im2col.hpp"
+#include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/maxpool.hpp"
 #include "kernels/cpu/sgd_step.hpp"
 #include "kernels/cpu/softmax_xent.hpp"
@@ -157,6 +163,51 @@ public:
   double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
                       int64_t* correct) override {
     return cpu::softmax_xent(logits, labels, rows, classes, dlogits, correct);
+  }
+  void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, int64_t stride_a,
+                    const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c,
+                    int count) override {
+    cpu::gemm_batched(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, count);
+  }
+  void embedding_forward(const float* tokens, const float* wte, const float* wpe, int batch, int seq, int dim,
+                         int vocab, float* y) override {
+    cpu::embedding_forward(tokens, wte, wpe, batch, seq, dim, vocab, y);
+  }
+  void embedding_backward(const float* tokens, const float* dy, int batch, int seq, int dim, int vocab, float* dwte,
+                          float* dwpe) override {
+    cpu::embedding_backward(tokens, dy, batch, seq, dim, vocab, dwte, dwpe);
+  }
+  void layernorm_forward(const float* x, const float* gamma, const float* beta, int rows, int dim, float eps,
+                         float* y, float* mean, float* rstd) override {
+    cpu::layernorm_forward(x, gamma, beta, rows, dim, eps, y, mean, rstd);
+  }
+  void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                          int rows, int dim, float* dx, float* dgamma, float* dbeta) override {
+    cpu::layernorm_backward(dy, x, gamma, mean, rstd, rows, dim, dx, dgamma, dbeta);
+  }
+  void gelu_forward(const float* x, float* y, size_t count) override { cpu::gelu_forward(x, y, count); }
+  void gelu_backward(const float* x, const float* dy, float* dx, size_t count) override {
+    cpu::gelu_backward(x, dy, dx, count);
+  }
+  void causal_softmax_forward(const float* scores, float* att, int64_t mats, int seq, float scale) override {
+    cpu::causal_softmax_forward(scores, att, mats, seq, scale);
+  }
+  void causal_softmax_backward(const float* att, const float* datt, float* dscores, int64_t mats, int seq,
+                               float scale) override {
+    cpu::causal_softmax_backward(att, datt, dscores, mats, seq, scale);
+  }
+  void heads_permute(float* seq_layout, float* head_layout, int batch, int seq, int parts, int heads, int head_dim,
+                     bool to_heads) override {
+    cpu::heads_permute(seq_layout, head_layout, batch, seq, parts, heads, head_dim, to_heads);
+  }
+  void add_inplace(float* y, const float* x, size_t count) override {
+    for (size_t i = 0; i < count; ++i) y[i] += x[i];
+  }
+  void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1,
+                  float bias_correction2) override {
+    cpu::adamw_step(param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1,
+                    bias_correction2);
   }
   double sum_squares(const float* x, size_t count) override {
     double s = 0.0;

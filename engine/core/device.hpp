@@ -120,6 +120,56 @@ public:
   virtual double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
                               int64_t* correct) = 0;
 
+  // ---- Sequence models (a GPT: models/gpt.lua). Shapes are row-major; a sequence
+  // batch is [batch, seq, dim]; token ids travel as floats holding integers (the input
+  // tensor), exact up to 2^24.
+
+  // Batched GEMM over `count` independent products, operand i at a + i * stride_a
+  // (likewise b, c); otherwise as gemm(). Attention's score and value products.
+  virtual void gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                            int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
+                            int ldc, int64_t stride_c, int count) = 0;
+  // y[b, t, :] = wte[tokens[b, t], :] + wpe[t, :], for tokens [batch, seq], wte
+  // [vocab, dim], wpe [>= seq, dim]. A token outside [0, vocab) is a data error: the
+  // device reports it (CPU) or clamps it and the caller's data check catches it.
+  virtual void embedding_forward(const float* tokens, const float* wte, const float* wpe, int batch, int seq,
+                                 int dim, int vocab, float* y) = 0;
+  // dwte[v, :] += sum of dy[b, t, :] over positions holding token v (ACCUMULATES: a
+  // tied output projection wrote its part first; an untied embedding zeroes dwte
+  // before). dwpe[t, :] = sum over b of dy[b, t, :] for t < seq (OVERWRITES those rows).
+  virtual void embedding_backward(const float* tokens, const float* dy, int batch, int seq, int dim, int vocab,
+                                  float* dwte, float* dwpe) = 0;
+  // Layer normalisation over the last dimension of a rows x dim matrix:
+  // y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps) (biased variance,
+  // as torch.nn.LayerNorm). mean and rstd (rows floats each, device memory) are kept
+  // for backward.
+  virtual void layernorm_forward(const float* x, const float* gamma, const float* beta, int rows, int dim,
+                                 float eps, float* y, float* mean, float* rstd) = 0;
+  // dx OVERWRITTEN; dgamma, dbeta OVERWRITTEN with the sums over rows.
+  virtual void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+                                  const float* rstd, int rows, int dim, float* dx, float* dgamma, float* dbeta) = 0;
+  // GELU, tanh approximation (GPT-2; torch's approximate='tanh'):
+  // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Backward takes forward's
+  // INPUT x; dx may alias dy.
+  virtual void gelu_forward(const float* x, float* y, size_t count) = 0;
+  virtual void gelu_backward(const float* x, const float* dy, float* dx, size_t count) = 0;
+  // Causal softmax over `mats` square seq x seq score matrices:
+  // att[m, i, j] = exp(scale s[m,i,j]) / sum_{j' <= i} exp(scale s[m,i,j']) for j <= i,
+  // 0 for j > i (the upper triangle is never read). att may alias scores.
+  virtual void causal_softmax_forward(const float* scores, float* att, int64_t mats, int seq, float scale) = 0;
+  // dscores[m,i,j] = scale * att[m,i,j] * (datt[m,i,j] - sum_{j'<=i} datt[m,i,j'] att[m,i,j'])
+  // for j <= i, 0 above the diagonal. dscores may alias datt.
+  virtual void causal_softmax_backward(const float* att, const float* datt, float* dscores, int64_t mats, int seq,
+                                       float scale) = 0;
+  // Between a sequence layout and a per-head layout: seq_layout is
+  // [batch, seq, parts, heads, head_dim] (parts = 3: a fused q,k,v projection; 1: an
+  // attention output), head_layout is [parts, batch, heads, seq, head_dim]. to_heads:
+  // head_layout = permute(seq_layout); otherwise seq_layout = the inverse (overwritten).
+  virtual void heads_permute(float* seq_layout, float* head_layout, int batch, int seq, int parts, int heads,
+                             int head_dim, bool to_heads) = 0;
+  // Elementwise y += x (a residual stream's skip, gradients meeting at a fork).
+  virtual void add_inplace(float* y, const float* x, size_t count) = 0;
+
   // sum of x[i]^2 (a gradient's squared norm, for the gradient noise scale).
   virtual double sum_squares(const float* x, size_t count) = 0;
 
@@ -129,6 +179,17 @@ public:
   // grad_scale folds in the 1/B of the SUM-reduced loss.
   virtual void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
                         float weight_decay, float grad_scale, bool nesterov) = 0;
+
+  // The AdamW update (torch.optim.AdamW semantics) over count floats, 1/B and the
+  // clipping factor folded into grad_scale:
+  //   g = grad * grad_scale;  param *= 1 - lr * weight_decay;
+  //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
+  //   param -= (lr / bias_correction1) * m / (sqrt(v) / sqrt(bias_correction2) + eps)
+  // with bias_correction_k = 1 - beta_k^step. Called once per parameter group (the
+  // groups without weight decay pass weight_decay = 0).
+  virtual void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                          float bias_correction1, float bias_correction2) = 0;
 };
 
 // The process-wide CPU device.

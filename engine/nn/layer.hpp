@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/core/device.hpp"
@@ -50,6 +51,10 @@ public:
   // the memory check before a run allocates (engine/train/memory_check.hpp).
   virtual double buffer_floats_per_sample() const { return 2.0 * static_cast<double>(shape_numel(output_shape())); }
   virtual void bind(float* params, float* grads) {}
+  // The parameters AdamW leaves out of weight decay (biases, a norm's gain and shift),
+  // appended to `out` as [base + offset, count) ranges of this layer's parameters.
+  // Default: every parameter decays (weights, embeddings).
+  virtual void no_decay_ranges(std::vector<std::pair<size_t, size_t>>& out, size_t base) const {}
   virtual void init_params(Rng& rng) {}
   // x: [batch, ...input shape]. Returns [batch, ...output shape].
   virtual const Tensor& forward(const Tensor& x, const StepContext& ctx) = 0;

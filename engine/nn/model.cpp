@@ -1,5 +1,6 @@
 #include "engine/nn/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -131,9 +132,10 @@ std::vector<BuiltLayer> build_model_layers(Device& dev, const ModelSpec& spec) {
                     spec.name, "' has no layers");
   Shape shape = spec.input;
   std::vector<BuiltLayer> built = build_layers(dev, spec.layers, shape);
-  if (shape_numel(shape) != spec.classes)
-    TANDEM_FAIL_HINT("make the last layer produce one value per class", "model '", spec.name, "' ends in ",
-                     shape_str(shape), " but the data set has ", spec.classes, " classes");
+  if (shape_numel(shape) != spec.classes && (shape.size() < 2 || shape.back() != spec.classes))
+    TANDEM_FAIL_HINT("make the last layer produce one value per class (a sequence model: one per class at every "
+                     "position)", "model '", spec.name, "' ends in ", shape_str(shape), " but the data set has ",
+                     spec.classes, " classes");
   return built;
 }
 
@@ -162,6 +164,9 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
     layers_.push_back(std::move(b.layer));
   }
 
+  Shape out = spec.input;
+  if (!layers_.empty()) out = layers_.back()->output_shape();
+  targets_per_sample_ = spec.classes > 0 ? shape_numel(out) / spec.classes : 1;
   size_t total = 0;
   for (auto& l : layers_) total += l->param_count();
   params_ = Tensor(dev, {static_cast<int64_t>(total)});
@@ -195,6 +200,34 @@ const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {
 void Model::backward(const Tensor& dlogits, const StepContext& ctx) {
   const Tensor* g = &dlogits;
   for (size_t i = layers_.size(); i-- > first_param_layer_;) g = &layers_[i]->backward(*g, i > first_param_layer_, ctx);
+}
+
+std::vector<ParamRange> Model::param_groups() const {
+  std::vector<std::pair<size_t, size_t>> no_decay;
+  size_t offset = 0;
+  for (const auto& l : layers_) {
+    l->no_decay_ranges(no_decay, offset);
+    offset += l->param_count();
+  }
+  std::sort(no_decay.begin(), no_decay.end());
+  std::vector<ParamRange> out;
+  auto push = [&out](size_t at, size_t count, bool decay) {
+    if (count == 0) return;
+    if (!out.empty() && out.back().decay == decay && out.back().offset + out.back().count == at)
+      out.back().count += count;
+    else
+      out.push_back({at, count, decay});
+  };
+  size_t at = 0;
+  for (const auto& [begin, count] : no_decay) {
+    TANDEM_CHECK(begin >= at && begin + count <= offset, "parameter groups: no-decay range [", begin, ", ",
+                 begin + count, ") overlaps another or runs past the ", offset, " parameters (a bug in tandem)");
+    push(at, begin - at, true);
+    push(begin, count, false);
+    at = begin + count;
+  }
+  push(at, offset - at, true);
+  return out;
 }
 
 std::string Model::summary() const {

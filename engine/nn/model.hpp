@@ -20,6 +20,14 @@ struct ModelFootprint {
 };
 ModelFootprint model_footprint(const ModelSpec& spec);
 
+// A contiguous range of the flat parameter buffer and whether weight decay applies
+// to it (AdamW's two parameter groups, as nanoGPT: matrices and embeddings decay,
+// biases and norms do not).
+struct ParamRange {
+  size_t offset = 0, count = 0;
+  bool decay = true;
+};
+
 class Model {
 public:
   // Builds the layers, folding a ReLU that follows a linear or conv2d layer into it,
@@ -42,6 +50,13 @@ public:
   size_t param_count() const { return static_cast<size_t>(params_.numel()); }
   const Shape& input_shape() const { return input_; }
   int classes() const { return classes_; }
+  // Predictions (loss terms) per sample: 1 for a classifier, seq_len for a language
+  // model that predicts every next token. The loss sums over all of them, and the
+  // optimizer divides by global_batch * targets_per_sample (the mean per token, as
+  // PyTorch's cross_entropy).
+  int64_t targets_per_sample() const { return targets_per_sample_; }
+  // The whole parameter buffer in order, split where weight decay starts or stops.
+  std::vector<ParamRange> param_groups() const;
   Device& device() const { return dev_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   // The layers' non-parameter state (batch norm's running statistics), in order.
@@ -63,6 +78,7 @@ private:
   std::string name_;
   Shape input_;
   int classes_;
+  int64_t targets_per_sample_ = 1;
   std::vector<std::unique_ptr<Layer>> layers_;
   Tensor params_, grads_;
   double macs_per_sample_ = 0.0, first_layer_macs_ = 0.0;

@@ -414,6 +414,7 @@ Fields<ScheduleConfig> schedule_fields() {
 Fields<StopConfig> stop_fields() {
   using S = StopConfig;
   return {at<S>("epochs", &S::epochs), at<S>("target_accuracy", &S::target_accuracy),
+          at<S>("target_loss", &S::target_loss),
           at<S>("max_iterations", &S::max_iterations), at<S>("max_seconds", &S::max_seconds)};
 }
 
@@ -612,7 +613,7 @@ ExperimentConfig config_from_resolved(json& resolved) {
   read_fields(experiment_fields(), resolved, c, "");
   // Unset optional keys are written as null, so config.json shows every key.
   json& stop = resolved.at("stop");
-  for (const char* k : {"target_accuracy", "max_iterations", "max_seconds"})
+  for (const char* k : {"target_accuracy", "target_loss", "max_iterations", "max_seconds"})
     if (!stop.contains(k)) stop[k] = nullptr;
   return c;
 }

@@ -19,7 +19,8 @@ namespace tandem {
 Boundary::Boundary(const BoundaryParts& parts, const std::string& host, const std::string& device,
                    const std::string& pending, const ClusterStats& cluster)
     : p_(parts), eval_every_(parts.cfg.eval_every > 0 ? parts.cfg.eval_every : parts.per_epoch), host_(host),
-      device_(device), console_(parts.console, parts.comm, parts.emulator, parts.cfg.global_batch, parts.total),
+      device_(device), console_(parts.console, parts.comm, parts.emulator, parts.cfg.global_batch, parts.total,
+               parts.model.targets_per_sample()),
       reports_(static_cast<size_t>(parts.comm.size())), cluster_(cluster) {
   if (!pending.empty()) std::memcpy(reports_.data(), pending.data(), pending.size());
 }
@@ -200,13 +201,19 @@ bool Boundary::evaluate(int64_t done) {
   const double accuracy = sums.correct / sums.count;
   p_.summary.test_accuracy = accuracy;
   p_.summary.best_test_accuracy = std::max(p_.summary.best_test_accuracy, accuracy);
+  const double loss = sums.loss_sum / sums.count;  // mean per prediction (per token for a language model)
+  p_.summary.test_loss = loss;
+  p_.summary.best_test_loss = std::min(p_.summary.best_test_loss.value_or(loss), loss);
   if (p_.recorder)
-    p_.recorder->eval({done, static_cast<double>(done) / static_cast<double>(p_.per_epoch), sums.loss_sum / sums.count,
+    p_.recorder->eval({done, static_cast<double>(done) / static_cast<double>(p_.per_epoch), loss,
                      accuracy, clock.elapsed_ms(), p_.progress.train_ms / 1000.0});
   p_.timeline.restart();  // evaluations are not training time
-  if (!p_.cfg.stop.target_accuracy || accuracy < *p_.cfg.stop.target_accuracy) return false;
+  const StopConfig& stop = p_.cfg.stop;
+  const bool accuracy_reached = stop.target_accuracy && accuracy >= *stop.target_accuracy;
+  const bool loss_reached = stop.target_loss && loss <= *stop.target_loss;
+  if (!accuracy_reached && !loss_reached) return false;
   if (!p_.summary.time_to_target_s) p_.summary.time_to_target_s = p_.progress.train_ms / 1000.0;
-  p_.summary.stop_reason = "target_accuracy";
+  p_.summary.stop_reason = accuracy_reached ? "target_accuracy" : "target_loss";
   return true;
 }
 

@@ -20,6 +20,9 @@ namespace tandem {
 struct StopConfig {
   double epochs = 1.0;                    // always a bound
   std::optional<double> target_accuracy;  // stop early once test accuracy reaches it
+  // Stop early once the test (validation) loss, mean per prediction, is at most this:
+  // a language model's target (accuracy means little per token).
+  std::optional<double> target_loss;
   std::optional<int64_t> max_iterations;  // optional tighter bound
   std::optional<double> max_seconds;      // wall-clock bound
 };

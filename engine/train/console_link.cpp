@@ -7,8 +7,10 @@
 
 namespace tandem {
 
-ConsoleLink::ConsoleLink(Console* console, Comm& comm, Emulator& emulator, int64_t global_batch, int64_t total)
+ConsoleLink::ConsoleLink(Console* console, Comm& comm, Emulator& emulator, int64_t global_batch, int64_t total,
+                         int64_t targets_per_sample)
     : console_(console), comm_(comm), emulator_(emulator), global_batch_(global_batch), total_(total),
+      targets_(std::max<int64_t>(targets_per_sample, 1)),
       reports_(static_cast<size_t>(comm.size())) {}
 
 ConsoleView ConsoleLink::view(int64_t iteration, const Plan& plan, double wall_s, double test_accuracy,
@@ -60,7 +62,7 @@ void ConsoleLink::remember(int64_t iteration, const std::vector<WorkerStats>& re
     samples += w.local_batch;
     h.local_batch.push_back(w.local_batch);
   }
-  h.loss /= static_cast<double>(std::max<int64_t>(samples, 1));
+  h.loss /= static_cast<double>(std::max<int64_t>(samples * targets_, 1));
   history_.push_back(std::move(h));
   if (history_.size() > 1000) history_.pop_front();
 }

@@ -276,6 +276,7 @@ void Trainer::start_recording() {
   }
   recorder_ = std::make_unique<RunRecorder>(cfg_, dir, world_, per_epoch_, total_, cfg_.resume ? first_ : -1,
                                             first_ - (pending_.empty() ? 0 : 1));
+  recorder_->set_targets_per_sample(model_->targets_per_sample());
 }
 
 // The parts of the loop, and the start-up collective after which every rank's

@@ -84,6 +84,8 @@ M.schema = record {
   stop = record {
     epochs = number(1, { gt = 0, max = 1e9, doc = 'always a bound' }),
     target_accuracy = number(nil, { gt = 0, max = 1, doc = 'stop once test accuracy reaches it' }),
+    target_loss = number(nil, { gt = 0, max = 1e6,
+                                doc = 'stop once the test (validation) loss, mean per prediction, is at most it' }),
     max_iterations = integer(nil, { min = 1 }),
     max_seconds = number(nil, { gt = 0, doc = 'training wall-clock bound' }),
   },

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "engine/train/record/run_dir.hpp"
@@ -12,6 +13,7 @@ namespace tandem {
 RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
                          int64_t total, int64_t resume_at, int64_t rerecord_from)
     : workers_(workers), per_epoch_(per_epoch), total_(total), log_every_(cfg.log_every),
+      byte_tokens_(cfg.data.name == "text"),
       trace_(run_dir + "/trace.jsonl", resume_at, rerecord_from), chrome_(run_dir + "/trace.perfetto.json", workers),
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
       w_comm_(static_cast<size_t>(workers)) {}
@@ -40,7 +42,7 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
     chrome_.add(w);
   }
   stats_ms_ += stats_ms;
-  rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch, 1));
+  rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch * targets_, 1));
   rec.wall_s = wall_s;
   trace_.write(rec, workers, policy, sync);
   if (sync) {
@@ -99,7 +101,8 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
 
 void RunRecorder::progress(int64_t t, double lr) {
   trace_.flush();
-  last_loss_ = w_loss_ / static_cast<double>(std::max<int64_t>(w_samples_, 1));
+  const int64_t predictions = std::max<int64_t>(w_samples_ * targets_, 1);
+  last_loss_ = w_loss_ / static_cast<double>(predictions);
   const double samples_per_s = static_cast<double>(w_samples_) / (w_step_ms_ / 1000.0);
   std::string balance;
   if (workers_ > 1) {
@@ -119,10 +122,12 @@ void RunRecorder::progress(int64_t t, double lr) {
       policy_.w_plans = 0;
     }
   }
-  spdlog::info("epoch {:>3} iter {:>7}/{} loss {:.4f} train acc {:.3f} lr {:.4g} {:.0f} samples/s{}",
+  const std::string tokens_per_s =
+      targets_ > 1 ? fmt::format(" ({:.0f} tokens/s)", samples_per_s * static_cast<double>(targets_)) : "";
+  spdlog::info("epoch {:>3} iter {:>7}/{} loss {:.4f} train acc {:.3f} lr {:.4g} {:.0f} samples/s{}{}",
                t / per_epoch_ + 1, t + 1, total_, last_loss_,
-               static_cast<double>(w_correct_) / static_cast<double>(std::max<int64_t>(w_samples_, 1)), lr,
-               samples_per_s, balance);
+               static_cast<double>(w_correct_) / static_cast<double>(predictions), lr, samples_per_s,
+               tokens_per_s, balance);
   w_loss_ = w_step_ms_ = 0.0;
   w_samples_ = w_correct_ = w_iters_ = 0;
   std::fill(w_compute_.begin(), w_compute_.end(), 0.0);
@@ -133,14 +138,18 @@ void RunRecorder::progress(int64_t t, double lr) {
 void RunRecorder::eval(const EvalRecord& r) {
   trace_.write(r);
   trace_.flush();
-  spdlog::info("epoch {:.2f} iter {} test loss {:.4f} test accuracy {:.4f} (eval {:.0f} ms)", r.epoch, r.iteration,
-               r.test_loss, r.test_accuracy, r.eval_ms);
+  if (byte_tokens_)
+    spdlog::info("epoch {:.2f} iter {} validation loss {:.4f} ({:.3f} bits/byte) token accuracy {:.4f} (eval {:.0f} "
+                 "ms)", r.epoch, r.iteration, r.test_loss, r.test_loss / std::log(2.0), r.test_accuracy, r.eval_ms);
+  else
+    spdlog::info("epoch {:.2f} iter {} test loss {:.4f} test accuracy {:.4f} (eval {:.0f} ms)", r.epoch,
+                 r.iteration, r.test_loss, r.test_accuracy, r.eval_ms);
 }
 
 void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
   trace_.flush();
   const double n = static_cast<double>(std::max<int64_t>(iterations_, 1));
-  s.final_loss = w_samples_ > 0 ? w_loss_ / static_cast<double>(w_samples_) : last_loss_;
+  s.final_loss = w_samples_ > 0 ? w_loss_ / static_cast<double>(w_samples_ * targets_) : last_loss_;
   s.comm_share = comm_share_sum_ / n;
   s.idle_share = idle_share_sum_ / n;
   s.stats_ms = stats_ms_ / n;
@@ -156,6 +165,13 @@ void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
   j["test_accuracy"] = s.test_accuracy;
   j["best_test_accuracy"] = s.best_test_accuracy;
   j["target_accuracy"] = cfg.stop.target_accuracy ? nlohmann::json(*cfg.stop.target_accuracy) : nlohmann::json();
+  auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  j["test_loss"] = optional(s.test_loss);
+  j["best_test_loss"] = optional(s.best_test_loss);
+  j["target_loss"] = optional(cfg.stop.target_loss);
+  if (byte_tokens_)
+    j["test_bits_per_byte"] = s.test_loss ? nlohmann::json(*s.test_loss / std::log(2.0)) : nlohmann::json();
+  if (targets_ > 1) j["tokens_per_s"] = s.samples_per_s * static_cast<double>(targets_);
   j["samples_per_s"] = s.samples_per_s;
   j["train_s"] = s.train_s;
   j["wall_s"] = s.wall_s;

@@ -17,13 +17,16 @@ namespace tandem {
 
 struct RunSummary {
   std::string run_dir;
-  std::string stop_reason;  // epochs | target_accuracy | max_iterations | max_seconds | interrupted
+  std::string stop_reason;  // epochs | target_accuracy | target_loss | max_iterations | max_seconds | interrupted
   int workers = 1;
   int64_t iterations = 0;
   double epochs = 0.0;
   double final_loss = 0.0;  // mean training loss over the last logging window
   double test_accuracy = 0.0;
   double best_test_accuracy = 0.0;
+  // Test (validation) loss, mean per prediction: the last and the lowest; unset until
+  // an evaluation ran.
+  std::optional<double> test_loss, best_test_loss;
   double samples_per_s = 0.0;  // training samples / training time (evaluations excluded)
   double train_s = 0.0;        // training time, evaluations excluded
   double wall_s = 0.0;         // whole run, set-up and evaluations included
@@ -54,6 +57,9 @@ public:
   void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
                  const PolicyReport* policy = nullptr, const SyncRecord* sync = nullptr);
   void eval(const EvalRecord& r);
+  // Predictions per sample (Model::targets_per_sample): a language model's loss and
+  // accuracy are per token, and its throughput is also shown in tokens/s.
+  void set_targets_per_sample(int64_t targets) { targets_ = targets > 0 ? targets : 1; }
   // A policy decision of an iteration the trace leaves out (tandem sim's
   // sim.trace_every): counted in the summary all the same.
   void untraced_decision(int64_t t, const PolicyReport& p) { record_policy(t, p); }
@@ -69,7 +75,8 @@ private:
     std::vector<int64_t> staleness_histogram;
   } sync_;
   int workers_;
-  int64_t per_epoch_, total_, log_every_;
+  int64_t per_epoch_, total_, log_every_, targets_ = 1;
+  bool byte_tokens_;  // the text data set: a token is a byte, so loss / ln 2 is bits per byte
   TraceWriter trace_;
   ChromeTrace chrome_;
   // The progress window since the last progress line.

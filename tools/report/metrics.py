@@ -79,6 +79,22 @@ def time_to_target(run, target):
     return None
 
 
+def target_loss_of(run):
+    """The run's stop.target_loss (a language model's target), or None."""
+    return run.summary.get("target_loss") or (run.config.get("stop") or {}).get("target_loss")
+
+
+def time_to_loss(run, target_loss):
+    """Training seconds at the first evaluation whose test (validation) loss is at
+    most `target_loss`, or None."""
+    if not run.trained or target_loss is None:
+        return None
+    for e in run.evals:
+        if e.get("test_loss") is not None and e["test_loss"] <= target_loss:
+            return e.get("train_s")
+    return None
+
+
 def comparison(run, target):
     """One row of the comparison table, as numbers (None where not applicable)."""
     s = run.summary
@@ -123,6 +139,10 @@ def comparison(run, target):
         "target_accuracy": target if run.trained else None,
         "time_to_target_s": time_to_target(run, target),
         "final_test_accuracy": accuracy,
+        "target_loss": target_loss_of(run) if run.trained else None,
+        "time_to_loss_s": time_to_loss(run, target_loss_of(run)),
+        "final_test_loss": (s.get("test_loss") if s.get("test_loss") is not None else
+                            (run.evals[-1].get("test_loss") if run.evals else None)) if run.trained else None,
         "policy_cost_ms_mean": p.get("cost_ms_mean", run.policy_cost_sum / run.policy_events
                                      if run.policy_events else None),
         "policy_cost_ms_max": p.get("cost_ms_max", run.policy_cost_max if run.policy_events else None),
@@ -171,9 +191,30 @@ COLUMNS = [
 ]
 
 
+def _ttl(r):
+    if r["target_loss"] is None:
+        return "-"
+    return _num(r["time_to_loss_s"], ".2f") if r["time_to_loss_s"] is not None else "not reached"
+
+
+# Shown only where some run has a stop.target_loss (language models).
+LOSS_COLUMNS = [
+    ("time to loss (s)", _ttl),
+    ("final test loss", lambda r: _num(r["final_test_loss"], ".4f")),
+]
+
+
+def columns(rows):
+    """The comparison table's columns for these rows."""
+    if any(r.get("target_loss") is not None for r in rows):
+        return COLUMNS + LOSS_COLUMNS
+    return COLUMNS
+
+
 def text_table(rows, target):
-    head = [h if h != "time to acc (s)" or target is None else f"time to {target:g} (s)" for h, _ in COLUMNS]
-    cells = [[f(r) for _, f in COLUMNS] for r in rows]
+    cols = columns(rows)
+    head = [h if h != "time to acc (s)" or target is None else f"time to {target:g} (s)" for h, _ in cols]
+    cells = [[f(r) for _, f in cols] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
     line = lambda cs: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)  # noqa: E731
                                 for i, (c, w) in enumerate(zip(cs, widths)))

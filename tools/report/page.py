@@ -102,11 +102,11 @@ def _img(png, alt):
 
 def _comparison_table(rows, target):
     head = "".join(f'<th class="{"l" if i < 2 else ""}">{html.escape(h if h != "time to acc (s)" or target is None else f"time to {target:g} (s)")}</th>'
-                   for i, (h, _) in enumerate(metrics.COLUMNS))
+                   for i, (h, _) in enumerate(metrics.columns(rows)))
     body = []
     for r in rows:
         cells = "".join(f'<td class="{"l" if i < 2 else ""}">{html.escape(f(r))}</td>'
-                        for i, (_, f) in enumerate(metrics.COLUMNS))
+                        for i, (_, f) in enumerate(metrics.columns(rows)))
         body.append(f'<tr class="run-row">{cells}</tr>')
     return f'<table class="comparison"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 

@@ -129,15 +129,15 @@ std::vector<std::string> text_corpus_files(const std::vector<std::string>& paths
     std::vector<std::string> inside;
     for (const fs::directory_entry& e : fs::directory_iterator(p, ec)) {
       const std::string name = e.path().filename().string();
-      if (e.is_symlink(ec) || !e.is_regular_file(ec) || name.front() == '.' || e.path().extension() == ".dat")
-        continue;
+      const std::string ext = e.path().extension().string();
+      if (e.is_symlink(ec) || !e.is_regular_file(ec) || name.front() == '.' || ext == ".dat" || ext == ".u8") continue;
       inside.push_back(e.path().string());
     }
     if (ec) TANDEM_FAIL_HINT("check the folder's permissions", "data.files: folder '", p, "' cannot be listed: ",
                              ec.message());
     if (inside.empty())
       TANDEM_FAIL_HINT(kHint, "data.files: folder '", p, "' holds no text file (its subfolders, hidden files, .dat "
-                       "files and symbolic links are not read)");
+                       "and .u8 files and symbolic links are not read)");
     std::sort(inside.begin(), inside.end());
     files.insert(files.end(), inside.begin(), inside.end());
   }

@@ -34,9 +34,10 @@ constexpr int64_t kTextMinTrainWindows = 4;
 
 // The files `paths` (data.files) names, in reading order: a file as given; a
 // folder's regular files sorted by name, without subfolders, hidden files, `.dat`
-// files (fortune's binary index) and symbolic links (fortune's `.u8` links name the
-// file beside them: the text would be read twice). Throws naming data.files when a
-// path is missing or a folder holds no text file; reads nothing.
+// files (fortune's binary index), `.u8` files and symbolic links (fortune's `.u8`
+// links name the file beside them, and a copy that followed links holds them as
+// files: the text would be read twice). Throws naming data.files when a path is
+// missing or a folder holds no text file; reads nothing.
 std::vector<std::string> text_corpus_files(const std::vector<std::string>& paths);
 
 // Where the token stream splits. [0, train_tokens) trains; validation windows start

@@ -160,14 +160,15 @@ BOOST_AUTO_TEST_CASE(a_folder_gives_its_text_files_by_name) {
   tmp.write("a", "aaaa");
   tmp.write("a.dat", "index");
   tmp.write(".hidden", "h");
-  fs::create_symlink(tmp.file("a"), tmp.file("a.u8"));
+  fs::create_symlink(tmp.file("a"), tmp.file("a.link"));
+  tmp.write("b.u8", "bbbb");  // fortune's link, copied as a file
   fs::create_directories(tmp.path / "sub");
   tmp.write("sub/c", "cccc");
   const std::vector<std::string> files = text_corpus_files({tmp.path.string()});
   BOOST_TEST(files == (std::vector<std::string>{tmp.file("a"), tmp.file("b")}), files.size() << " files");
   // Files named one by one keep their order; a named symbolic link is read.
-  const std::vector<std::string> named = text_corpus_files({tmp.file("b"), tmp.file("a.u8"), tmp.file("sub/c")});
-  BOOST_TEST(named == (std::vector<std::string>{tmp.file("b"), tmp.file("a.u8"), tmp.file("sub/c")}));
+  const std::vector<std::string> named = text_corpus_files({tmp.file("b"), tmp.file("a.link"), tmp.file("sub/c")});
+  BOOST_TEST(named == (std::vector<std::string>{tmp.file("b"), tmp.file("a.link"), tmp.file("sub/c")}));
 }
 
 // The training and validation sets read the files once: the validation set made

@@ -31,7 +31,8 @@ EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_
     input.fill(data, indices.data(), n, x, labels);
     // One row of logits per target: a language model's [n, seq, vocab] is n * seq rows.
     const Tensor& logits = model.forward(x, ctx);
-    const LossResult r = loss.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}), labels.data(), false);
+    const LossResult r =
+        loss.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}), labels.data(), false);
     sums.loss_sum += r.loss_sum;
     sums.correct += static_cast<double>(r.correct);
     sums.count += static_cast<double>(n * targets);

@@ -71,8 +71,9 @@ M.schema = record {
     -- text (engine/data/text_corpus.hpp): the model gets input {seq_len} and 256 classes.
     files = list(string_(nil), { default = { '/usr/share/games/fortunes' },
                                  doc = 'text: files read as one stream of bytes, in order; a folder gives its text '
-                                    .. 'files by name (not .dat or .u8 files, symbolic links or subfolders). The default is '
-                                    .. 'the fortunes corpus, about 2.6 MB of English: apt-get install fortunes' }),
+                                    .. 'files by name (not .dat or .u8 files, symbolic links or subfolders). The '
+                                    .. 'default is the fortunes corpus, about 2.6 MB of English: apt-get install '
+                                    .. 'fortunes' }),
     seq_len = integer(128, { min = 1, max = 65536, doc = "text: bytes per sample, the model's context length" }),
     validation = number(0.1, { gt = 0, max = 0.5, doc = 'text: the fraction of the text, at its end, held out for '
                                                      .. 'evaluation' }),

@@ -151,7 +151,7 @@ TextSplit text_split(int64_t tokens, int seq_len, double validation, const std::
   TANDEM_CHECK_HINT(validation > 0 && validation <= kTextMaxValidation,
                     "set data.validation above 0 and at most " + std::to_string(kTextMaxValidation) + " (e.g. 0.1)",
                     "data.validation = ", validation, " is out of range");
-  TANDEM_CHECK_HINT(tokens > 0, kHint, "data.files: ", source, " hold no bytes: the text is empty");
+  TANDEM_CHECK_HINT(tokens > 0, kHint, "data.files: the text of ", source, " is empty");
   TextSplit s;
   s.tokens = tokens;
   s.train_tokens = tokens - static_cast<int64_t>(std::floor(static_cast<double>(tokens) * validation));
@@ -166,8 +166,8 @@ TextSplit text_split(int64_t tokens, int seq_len, double validation, const std::
     TANDEM_FAIL_HINT("point data.files at more text (about " + std::to_string(need) +
                          " bytes at least), or lower data.seq_len" +
                          (s.validation_windows < 1 ? " or raise data.validation" : ""),
-                     "data.files: ", source, " hold ", tokens, " bytes: too short for data.seq_len = ", seq_len,
-                     " with data.validation = ", validation, " (", s.train_tokens, " training bytes, ",
+                     "data.files: the text of ", source, " is ", tokens, " bytes, too short for data.seq_len = ",
+                     seq_len, " with data.validation = ", validation, " (", s.train_tokens, " training bytes, ",
                      kTextMinTrainWindows, " windows need ", need_train, "; a ", tokens - s.train_tokens,
                      "-byte validation tail, one window needs ", seq_len + 1, ")");
   return s;

@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(bad_inputs_name_the_key_the_file_and_what_to_do) {
 
   const std::string empty = tmp.write("zero.txt", "");
   msg = error_of([&] { make_dataset(text_config({empty}, 8, 0.1), true); });
-  CHECK_CONTAINS(msg, "hold no bytes");
+  CHECK_CONTAINS(msg, "is empty");
   CHECK_CONTAINS(msg, empty);
 
   const std::string small = tmp.write("small.txt", pattern(100, 5));

@@ -4,13 +4,14 @@
 // scripts/tandem/experiment.lua documents each key.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/core/tensor.hpp"
 
 namespace tandem {
 
 struct DataConfig {
-  std::string name = "fashion-mnist";  // fashion-mnist | synthetic
+  std::string name = "fashion-mnist";  // fashion-mnist | synthetic | text
   std::string dir = "/usr/share/datasets/fashion-mnist";
   // synthetic only: shape of one sample, number of classes, train/test sizes.
   Shape shape = {1, 28, 28};
@@ -18,6 +19,12 @@ struct DataConfig {
   int64_t train_size = 60000;
   int64_t test_size = 10000;
   uint64_t seed = 7;
+  // text only (engine/data/text_corpus.hpp): the files read as one byte stream (a
+  // folder: its text files, by name), the window of one sample, and the fraction of
+  // the stream, at its end, held out for validation.
+  std::vector<std::string> files = {"/usr/share/games/fortunes"};
+  int seq_len = 128;
+  double validation = 0.1;
 };
 
 }  // namespace tandem

@@ -1,7 +1,9 @@
 #pragma once
 // A data set the engine trains on: a fixed number of samples, each a float tensor of
-// one shape plus an integer label. gather() copies the samples a worker needs for
-// one step into a contiguous host buffer (the batch), in the order of the indices.
+// one shape plus targets_per_sample() integer labels (one for a classifier; one per
+// position for a language model, which predicts every next token). gather() copies
+// the samples a worker needs for one step into a contiguous host buffer (the batch),
+// in the order of the indices, and their labels into another, sample by sample.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,7 +19,11 @@ public:
   virtual int64_t size() const = 0;
   virtual const Shape& sample_shape() const = 0;  // e.g. {1, 28, 28}
   virtual int classes() const = 0;
-  // x: count * numel(sample_shape) floats; labels: count ints. indices in [0, size()).
+  // Labels per sample, each a class in [0, classes()).
+  virtual int64_t targets_per_sample() const { return 1; }
+  // x: count * numel(sample_shape) floats; labels: count * targets_per_sample() ints,
+  // sample i's at [i * targets_per_sample(), (i + 1) * targets_per_sample()).
+  // indices in [0, size()).
   virtual void gather(const int64_t* indices, int64_t count, float* x, int32_t* labels) const = 0;
 
   // Samples stored as bytes can travel as bytes (a quarter of the traffic to a GPU)
@@ -25,7 +31,8 @@ public:
   struct ByteForm {
     float scale = 1.0f, shift = 0.0f;
   };
-  // The byte form, where the data set has one (then gather_bytes works).
+  // The byte form, where the data set has one (then gather_bytes works: x as
+  // count * numel(sample_shape) bytes, labels as gather's).
   virtual const ByteForm* byte_form() const { return nullptr; }
   virtual void gather_bytes(const int64_t* indices, int64_t count, uint8_t* x, int32_t* labels) const;
 };

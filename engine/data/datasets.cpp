@@ -8,6 +8,7 @@
 #include "engine/core/error.hpp"
 #include "engine/data/fashion_mnist.hpp"
 #include "engine/data/synthetic.hpp"
+#include "engine/data/text_corpus.hpp"
 
 namespace tandem {
 
@@ -15,10 +16,18 @@ std::unique_ptr<Dataset> make_dataset(const DataConfig& cfg, bool train) {
   if (cfg.name == "fashion-mnist") return load_fashion_mnist(cfg.dir, train);
   if (cfg.name == "synthetic")
     return make_synthetic(cfg.shape, cfg.classes, train ? cfg.train_size : cfg.test_size, cfg.seed, train ? 0 : 1);
-  TANDEM_FAIL_HINT("use data.name = 'fashion-mnist' or 'synthetic'", "unknown data set '", cfg.name, "'");
+  if (cfg.name == "text") return make_text_dataset(cfg, train);
+  TANDEM_FAIL_HINT("use data.name = 'fashion-mnist', 'synthetic' or 'text'", "unknown data set '", cfg.name, "'");
 }
 
 void check_dataset_files(const DataConfig& cfg) {
+  if (cfg.name == "text") {
+    for (const std::string& f : text_corpus_files(cfg.files))
+      if (!std::ifstream(f, std::ios::binary))
+        TANDEM_FAIL_HINT("check the file's permissions, or point data.files at readable text files", "data.files: '",
+                         f, "' cannot be read");
+    return;
+  }
   if (cfg.name != "fashion-mnist") return;  // synthetic data is generated
   const std::vector<std::string> files = fashion_mnist_files(cfg.dir);
   std::string names;

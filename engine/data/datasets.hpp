@@ -11,7 +11,7 @@ std::unique_ptr<Dataset> make_dataset(const DataConfig& cfg, bool train);
 
 // Checks that the files the data set reads are there and readable, without reading
 // them, so that a run with a missing file fails before it starts any worker. Throws a
-// tandem::Error naming data.dir, the file and what to do.
+// tandem::Error naming data.dir (data.files for text), the file and what to do.
 void check_dataset_files(const DataConfig& cfg);
 
 }  // namespace tandem

@@ -399,10 +399,13 @@ Fields<DataConfig> data_fields() {
   shape.kind = "array";  // a non-empty list of positive integers
   shape.item = "";
   shape.optional = false;
+  Field<D> files = at<D>("files", &D::files);
+  files.optional = false;  // a list with a default: the fortunes corpus
   return {at<D>("name", &D::name),          at<D>("dir", &D::dir),
           shape,                             at<D>("classes", &D::classes),
           at<D>("train_size", &D::train_size), at<D>("test_size", &D::test_size),
-          at<D>("seed", &D::seed)};
+          at<D>("seed", &D::seed),           files,
+          at<D>("seq_len", &D::seq_len),     at<D>("validation", &D::validation)};
 }
 
 Fields<ScheduleConfig> schedule_fields() {

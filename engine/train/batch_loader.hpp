@@ -25,6 +25,8 @@ public:
   // Starts loading a later load()'s batch now. Only a device that computes
   // asynchronously gains from it; on the CPU it does nothing.
   void prefetch(int64_t iteration, int64_t offset, int64_t count);
+  // The loaded batch's labels: count * the data set's targets_per_sample(), sample
+  // by sample (a language model's: one per position).
   const int32_t* labels() const { return labels_[current_].data(); }
   const std::vector<int64_t>& indices() const { return indices_; }
 

@@ -22,7 +22,7 @@ void DeviceInput::fill(const Dataset& data, const int64_t* indices, int64_t coun
   Shape shape{count};
   shape.insert(shape.end(), data.sample_shape().begin(), data.sample_shape().end());
   x.ensure(dev_, shape);
-  labels.resize(static_cast<size_t>(count));
+  labels.resize(static_cast<size_t>(count * data.targets_per_sample()));
   const size_t values = static_cast<size_t>(x.numel());
   if (dev_.kind() == DeviceKind::cpu) {
     data.gather(indices, count, x.data(), labels.data());

@@ -4,7 +4,8 @@
 // pinned host memory (as bytes where the data set stores bytes: a quarter of the
 // traffic, normalised by a kernel on arrival) and uploaded on the device's copy
 // engine, so the copy overlaps whatever the device is still computing. Labels stay
-// on the host (the loss op takes them from there).
+// on the host (the loss op takes them from there). A text data set's bytes are token
+// ids: they travel as bytes too, with scale 1 and shift 0.
 #include <cstdint>
 #include <vector>
 
@@ -21,7 +22,7 @@ public:
   DeviceInput& operator=(const DeviceInput&) = delete;
 
   // Makes x hold samples indices[0..count) of data ([count, ...sample shape]) and
-  // labels their labels.
+  // labels their labels: count * data.targets_per_sample(), sample by sample.
   void fill(const Dataset& data, const int64_t* indices, int64_t count, Tensor& x, std::vector<int32_t>& labels);
 
 private:

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <vector>
 
+#include "engine/core/error.hpp"
 #include "engine/nn/loss.hpp"
 #include "engine/train/device_input.hpp"
 
@@ -17,15 +18,24 @@ EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_
   SoftmaxCrossEntropy loss;
   StepContext ctx;
   ctx.training = false;
+  const int64_t targets = data.targets_per_sample();
+  TANDEM_CHECK_HINT(model.targets_per_sample() == targets,
+                    "use a model that predicts every position of a text window (model = 'gpt') with a text data set, "
+                    "and a classifier with the others",
+                    "the model makes ", model.targets_per_sample(), " predictions per sample, but data set ",
+                    data.name(), " has ", targets, " labels per sample");
   EvalSums sums;
   for (int64_t start = begin; start < end; start += batch) {
     const int64_t n = std::min(batch, end - start);  // the last batch may be shorter
     std::iota(indices.begin(), indices.begin() + n, start);
     input.fill(data, indices.data(), n, x, labels);
-    const LossResult r = loss.forward(model.forward(x, ctx), labels.data(), false);
+    // One row of logits per target: a language model's [n, seq, vocab] is n * seq rows.
+    const Tensor& logits = model.forward(x, ctx);
+    const LossResult r =
+        loss.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}), labels.data(), false);
     sums.loss_sum += r.loss_sum;
     sums.correct += static_cast<double>(r.correct);
-    sums.count += static_cast<double>(n);
+    sums.count += static_cast<double>(n * targets);
   }
   return sums;
 }

@@ -9,10 +9,13 @@
 
 namespace tandem {
 
+// Sums over targets, not samples: a language model's sample has seq_len of them, so
+// loss_sum / count is the mean loss per token and correct / count the token accuracy
+// (for a classifier, per sample as before).
 struct EvalSums {
   double loss_sum = 0.0;
   double correct = 0.0;
-  double count = 0.0;
+  double count = 0.0;  // targets: samples * the data set's targets_per_sample()
 };
 
 // Samples [begin, end) of the data set.

@@ -60,13 +60,23 @@ M.schema = record {
                          doc = 'a model under models/ (mlp, lenet), or a path to a model .lua file' }),
   model_args = free { doc = 'passed to the model function, next to input and classes' },
   data = record {
-    name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic' } }),
+    name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic', 'text' },
+                                      doc = 'text: byte-level text for a language model (model = \'gpt\')' }),
     dir = string_('/usr/share/datasets/fashion-mnist', { doc = 'fashion-mnist: the IDX files' }),
     shape = array({ 1, 28, 28 }, { doc = 'synthetic: the shape of one sample' }),
     classes = integer(10, { min = 2, max = MAX_INT, doc = 'synthetic: the number of classes' }),
     train_size = integer(60000, { min = 1, doc = 'synthetic: training samples' }),
     test_size = integer(10000, { min = 1, doc = 'synthetic: test samples' }),
     seed = integer(7, { min = 0, max = MAX_SEED, doc = 'synthetic: generator seed' }),
+    -- text (engine/data/text_corpus.hpp): the model gets input {seq_len} and 256 classes.
+    files = list(string_(nil), { default = { '/usr/share/games/fortunes' },
+                                 doc = 'text: files read as one stream of bytes, in order; a folder gives its text '
+                                    .. 'files by name (not .dat or .u8 files, symbolic links or subfolders). The '
+                                    .. 'default is the fortunes corpus, about 2.6 MB of English: apt-get install '
+                                    .. 'fortunes' }),
+    seq_len = integer(128, { min = 1, max = 65536, doc = "text: bytes per sample, the model's context length" }),
+    validation = number(0.1, { gt = 0, max = 0.5, doc = 'text: the fraction of the text, at its end, held out for '
+                                                     .. 'evaluation' }),
   },
   global_batch = integer(64, { min = 1, doc = 'samples per iteration, summed over all workers' }),
   optimizer = string_('sgd', { one_of = { 'sgd' } }),
@@ -231,7 +241,9 @@ M.schema = record {
   },
 }
 
--- What the model sees for each built-in data set (synthetic: data.shape, data.classes).
+-- What the model sees for each built-in data set (synthetic: data.shape, data.classes;
+-- text: {data.seq_len} and a class per byte value).
+M.text_classes = 256
 M.datasets = {
   ['fashion-mnist'] = { shape = { 1, 28, 28 }, classes = 10, train_size = 60000, test_size = 10000 },
 }
@@ -694,7 +706,8 @@ function M.build_model(ctx, exp, input, classes)
   for _, k in ipairs({ 'input', 'classes' }) do
     if args[k] ~= nil then
       fail(ctx, 'model_args.' .. k, string.format("model_args.%s is set by the data set; remove it", k),
-           'the model gets input and classes from data (data.shape and data.classes for synthetic data)')
+           'the model gets input and classes from data (data.shape and data.classes for synthetic data, '
+             .. '{data.seq_len} and 256 for text)')
     end
   end
   args.input, args.classes = deep_copy(input), classes
@@ -836,16 +849,42 @@ function M.resolve(exp, overrides, source, world)
            "leave them out, or use data.name = 'synthetic'")
     end
   end
-  local train_size = builtin and builtin.train_size or data.train_size
-  local test_size = builtin and builtin.test_size or data.test_size
-  if B > train_size then
-    fail(ctx, 'global_batch', string.format("'global_batch' must be <= %d, the training samples of %s, got %d",
-                                            train_size, data.name, B),
-         'lower global_batch: an iteration draws its global batch from the training set without repeats')
+  local input, classes = data.shape, data.classes
+  if data.name == 'text' then
+    local defaults = M.schema.fields.data.fields
+    if not same_list(data.shape, defaults.shape.default) or data.classes ~= defaults.classes.default then
+      fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
+           string.format('data.shape and data.classes are set by the text data set ({data.seq_len}, %d byte values)',
+                         M.text_classes),
+           'leave them out; data.seq_len sets the window of one sample')
+    end
+    if #data.files == 0 then
+      fail(ctx, 'data.files', "'data.files' is empty: the text data set has nothing to read",
+           "list text files or folders, e.g. data.files = {'/usr/share/games/fortunes'} (apt-get install fortunes)")
+    end
+    -- The model's context is the data's window: a second value could only disagree.
+    local args = exp.model_args
+    if args.seq_len ~= nil and args.seq_len ~= data.seq_len then
+      fail(ctx, 'model_args.seq_len', string.format('model_args.seq_len = %s differs from data.seq_len = %d',
+                                                    show(args.seq_len), data.seq_len),
+           'leave model_args.seq_len out (the model reads its context length from its input, {data.seq_len}), or '
+             .. 'set data.seq_len instead')
+    end
+    input, classes = { data.seq_len }, M.text_classes
+  else
+    -- The text's sizes depend on its files: the engine checks global_batch against
+    -- them when it reads them.
+    local train_size = builtin and builtin.train_size or data.train_size
+    local test_size = builtin and builtin.test_size or data.test_size
+    if B > train_size then
+      fail(ctx, 'global_batch', string.format("'global_batch' must be <= %d, the training samples of %s, got %d",
+                                              train_size, data.name, B),
+           'lower global_batch: an iteration draws its global batch from the training set without repeats')
+    end
+    -- An evaluation batch past the test set evaluates it at once, as the test set's
+    -- size does, without allocating room for samples that are not there.
+    exp.eval_batch = math.min(exp.eval_batch, test_size)
   end
-  -- An evaluation batch past the test set evaluates it at once, as the test set's size
-  -- does, without allocating room for samples that are not there.
-  exp.eval_batch = math.min(exp.eval_batch, test_size)
 
   local plan = exp.plan
   if plan.kind == 'fixed' and not plan.batches then
@@ -1111,7 +1150,7 @@ function M.resolve(exp, overrides, source, world)
     end
   end
 
-  exp.model = M.build_model(ctx, exp, data.shape, data.classes)
+  exp.model = M.build_model(ctx, exp, input, classes)
   exp.source = source
   exp.overrides = deep_copy(overrides)
   return exp

@@ -143,6 +143,53 @@ BOOST_AUTO_TEST_CASE(synthetic_data_sets_the_model_input) {
   BOOST_TEST(o.model.classes == 3);
 }
 
+// Text gives the model a window of data.seq_len bytes and a class per byte value;
+// the sizes depend on the files, so resolve() leaves global_batch to the engine.
+BOOST_AUTO_TEST_CASE(text_data_sets_the_model_input) {
+  TempDir tmp("experiment-text");
+  tmp.write("bytes.lua", R"(local nn = require 'tandem.nn'
+return function(args)
+  return nn.model{ name = 'bytes', layers = { nn.linear(args.classes) } }
+end
+)");
+  const std::string path = tmp.write("text.lua", R"(return {
+  model = 'bytes.lua', global_batch = 100000,
+  data = { name = 'text', seq_len = 64 },
+})");
+  const ExperimentConfig c = load_experiment(path, {});
+  BOOST_TEST(c.data.name == "text");
+  BOOST_TEST(c.data.files == std::vector<std::string>{"/usr/share/games/fortunes"});
+  BOOST_TEST(c.data.seq_len == 64);
+  BOOST_TEST(c.data.validation == 0.1);
+  BOOST_TEST(c.model.input == Shape({64}));
+  BOOST_TEST(c.model.classes == 256);
+  const std::string a = tmp.write("a.txt", "a"), b = tmp.write("b.txt", "b");
+  const ExperimentConfig o =
+      load_experiment(path, {"data.files=" + a + "," + b, "data.validation=0.2", "data.seq_len=32"});
+  BOOST_TEST(o.data.files == (std::vector<std::string>{a, b}));
+  BOOST_TEST(o.data.validation == 0.2);
+  BOOST_TEST(o.model.input == Shape({32}));
+
+  // The files are checked as the experiment loads, before any worker starts.
+  std::string msg = error_of([&] { load_experiment(path, {"data.files=" + tmp.file("none.txt")}); });
+  CHECK_CONTAINS(msg, "data.files: '" + tmp.file("none.txt") + "' does not exist");
+  msg = error_of([&] { load_experiment(path, {"data.shape=1,8"}); });
+  CHECK_CONTAINS(msg, "data.shape and data.classes are set by the text data set");
+  msg = error_of([&] { load_experiment(path, {"model_args.seq_len=32"}); });
+  CHECK_CONTAINS(msg, "model_args.seq_len = number 32 differs from data.seq_len = 64");
+  const std::string none = tmp.write("none.lua", "return { model = 'bytes.lua', data = { name = 'text', files = {} } }");
+  msg = error_of([&] { load_experiment(none, {}); });
+  CHECK_CONTAINS(msg, "'data.files' is empty");
+  msg = error_of([&] { load_experiment(path, {"data.seq_len=0"}); });
+  CHECK_CONTAINS(msg, "'data.seq_len' must be >= 1");
+  msg = error_of([&] { load_experiment(path, {"data.seq_len=100000"}); });
+  CHECK_CONTAINS(msg, "'data.seq_len' must be <= 65536");
+  msg = error_of([&] { load_experiment(path, {"data.validation=0.6"}); });
+  CHECK_CONTAINS(msg, "'data.validation' must be <= 0.5");
+  msg = error_of([&] { load_experiment(path, {"data.name=texts"}); });
+  CHECK_CONTAINS(msg, "fashion-mnist, synthetic, text");
+}
+
 BOOST_AUTO_TEST_CASE(model_given_as_a_path_next_to_the_experiment) {
   TempDir tmp("experiment");
   tmp.write("tiny.lua", R"(local nn = require 'tandem.nn'

@@ -57,6 +57,21 @@ void check_gemm(Device& gpu) {
       }
 }
 
+// add_inplace is the add kernel with its output as its first input: the device's
+// wiring (which pointer is y) is what this checks; kernels/cuda/elementwise.cu's test
+// covers the kernel.
+void check_add_inplace(Device& gpu) {
+  Device& cpu = cpu_device();
+  for (int64_t n : {1, 5, 1027}) {
+    const auto y = random_floats(static_cast<size_t>(n), 20), x = random_floats(static_cast<size_t>(n), 21);
+    Tensor yc = on(cpu, y, {n}), xc = on(cpu, x, {n}), yg = on(gpu, y, {n}), xg = on(gpu, x, {n});
+    cpu.add_inplace(yc.data(), xc.data(), static_cast<size_t>(n));
+    gpu.add_inplace(yg.data(), xg.data(), static_cast<size_t>(n));
+    GPU_CHECK_CLOSE("add_inplace", std::to_string(n), "y", yg.to_host(), yc.to_host(), 1e-6);
+    GPU_CHECK_CLOSE("add_inplace", std::to_string(n), "x untouched", xg.to_host(), x, 0.0);
+  }
+}
+
 void check_conv(Device& gpu) {
   Device& cpu = cpu_device();
   for (ConvShape s : {ConvShape{4, 1, 28, 28, 6, 5, 2, 1}, ConvShape{3, 6, 14, 14, 16, 5, 0, 1},
@@ -180,6 +195,7 @@ int main() {
     const std::unique_ptr<Device> gpu = make_cuda_device(CudaOptions{});
     std::printf("device %s\n", gpu->name().c_str());
     check_gemm(*gpu);
+    check_add_inplace(*gpu);
     check_conv(*gpu);
     check_maxpool(*gpu);
     check_host_crossings(*gpu);

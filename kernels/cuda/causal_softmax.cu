@@ -21,14 +21,9 @@ namespace tandem::cuda {
 namespace {
 
 using detail::kBlock;
+using detail::warp_sum;
 constexpr int kWarps = kBlock / 32;
 constexpr unsigned kFullMask = 0xffffffffu;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll

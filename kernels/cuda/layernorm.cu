@@ -24,18 +24,12 @@ namespace tandem::cuda {
 namespace {
 
 using detail::kBlock;
+using detail::warp_sum;
 constexpr int kWarps = kBlock / 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kTileCols = 32;
 constexpr int kRowLanes = kBlock / kTileCols;
 constexpr int kRowsPerSplit = 256;
 constexpr int kMaxSplits = 1024;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
 
 __global__ void __launch_bounds__(kBlock) forward_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                                          const float* __restrict__ beta, int rows, int dim, float eps,

@@ -7,7 +7,8 @@
 // thousands of columns.
 //
 // Backward, dx: one warp per row, the same shape: one pass for the two row means
-// (of g = dy * gamma and of g * xhat), one for dx.
+// (of g = dy * gamma and of g * xhat), one for dx. It runs after the column sums, so
+// dx may overwrite dy or x (in place), as on the CPU.
 //
 // Backward, dgamma and dbeta: column sums of dy * xhat and dy over rows, in double.
 // A block of 32 columns x 8 row lanes covers a split of the rows (about 256); lanes
@@ -56,10 +57,12 @@ __global__ void __launch_bounds__(kBlock) forward_kernel(const float* __restrict
   }
 }
 
-__global__ void __launch_bounds__(kBlock) dx_kernel(const float* __restrict__ dy, const float* __restrict__ x,
-                                                    const float* __restrict__ gamma, const float* __restrict__ mean,
-                                                    const float* __restrict__ rstd, int rows, int dim,
-                                                    float* __restrict__ dx) {
+// dx may be dy or x: a lane writes only its own columns, after the shuffles that every
+// lane reaches after its last read of the row, and each write follows that lane's own
+// read of the same element; so no __restrict__ on the three.
+__global__ void __launch_bounds__(kBlock) dx_kernel(const float* dy, const float* x, const float* __restrict__ gamma,
+                                                    const float* __restrict__ mean, const float* __restrict__ rstd,
+                                                    int rows, int dim, float* dx) {
   const int lane = threadIdx.x % 32;
   const size_t r = static_cast<size_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= static_cast<size_t>(rows)) return;  // warp-uniform
@@ -140,15 +143,8 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
   TANDEM_CHECK(rows >= 0 && dim > 0, "layernorm_backward: rows ", rows, " must not be negative and dim ", dim,
                " must be positive");
   TANDEM_CHECK(dgamma && dbeta, "layernorm_backward: dgamma or dbeta is null for dim ", dim);
-  if (rows > 0) {
-    TANDEM_CHECK(dy && x && gamma && mean && rstd && dx, "layernorm_backward: a null pointer for ", rows, " x ",
-                 dim);
-    TANDEM_CHECK(dx != dy && dx != x, "layernorm_backward: dx must not alias dy or x (", rows, " x ", dim, ")");
-    dx_kernel<<<detail::blocks_for(static_cast<size_t>(rows), kWarps), kBlock, 0, stream>>>(dy, x, gamma, mean,
-                                                                                            rstd, rows, dim, dx);
-    TANDEM_CUDA_CHECK_LAUNCH("layernorm_backward (dx)", rows, " x ", dim);
-  }
-
+  TANDEM_CHECK(rows == 0 || (dy && x && gamma && mean && rstd && dx), "layernorm_backward: a null pointer for ",
+               rows, " x ", dim);
   // No rows: one split that reads nothing and writes the empty sums (zeros).
   int splits = (rows + kRowsPerSplit - 1) / kRowsPerSplit;
   if (splits < 1) splits = 1;
@@ -160,12 +156,20 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
   param_grad_kernel<<<dim3(col_blocks, static_cast<unsigned>(splits)), kBlock, 0, stream>>>(
       dy, x, mean, rstd, rows, dim, rows_per_split, scratch.get(), dgamma, dbeta);
   TANDEM_CUDA_CHECK_LAUNCH("layernorm_backward (dgamma, dbeta)", rows, " x ", dim, ", ", splits, " splits");
-  if (splits == 1) return;
-  const unsigned blocks = detail::blocks_for(static_cast<size_t>(dim), kBlock);
-  detail::sum_partials<float><<<blocks, kBlock, 0, stream>>>(scratch.get(), splits, static_cast<size_t>(dim), dgamma);
-  detail::sum_partials<float><<<blocks, kBlock, 0, stream>>>(scratch.get() + static_cast<size_t>(splits) * dim, splits,
-                                                             static_cast<size_t>(dim), dbeta);
-  TANDEM_CUDA_CHECK_LAUNCH("layernorm_backward (sum of splits)", rows, " x ", dim, ", ", splits, " splits");
+  if (splits > 1) {
+    const unsigned blocks = detail::blocks_for(static_cast<size_t>(dim), kBlock);
+    detail::sum_partials<float><<<blocks, kBlock, 0, stream>>>(scratch.get(), splits, static_cast<size_t>(dim),
+                                                               dgamma);
+    detail::sum_partials<float><<<blocks, kBlock, 0, stream>>>(scratch.get() + static_cast<size_t>(splits) * dim,
+                                                               splits, static_cast<size_t>(dim), dbeta);
+    TANDEM_CUDA_CHECK_LAUNCH("layernorm_backward (sum of splits)", rows, " x ", dim, ", ", splits, " splits");
+  }
+
+  // dx last: it may overwrite dy or x, which the column sums read.
+  if (rows == 0) return;
+  dx_kernel<<<detail::blocks_for(static_cast<size_t>(rows), kWarps), kBlock, 0, stream>>>(dy, x, gamma, mean, rstd,
+                                                                                          rows, dim, dx);
+  TANDEM_CUDA_CHECK_LAUNCH("layernorm_backward (dx)", rows, " x ", dim);
 }
 
 }  // namespace tandem::cuda

@@ -3,8 +3,8 @@
 // (kernels/cpu/layernorm.hpp, torch.nn.LayerNorm: biased variance, eps inside the
 // square root). Forward keeps mean and rstd (rows floats each) for backward.
 // Backward OVERWRITES dx, and OVERWRITES dgamma and dbeta with their sums over rows
-// (zeros for rows == 0); the sums are deterministic (no atomics). dx must not alias
-// dy or x.
+// (zeros for rows == 0); the sums are deterministic (no atomics). dx may be dy or x
+// (in place).
 #include <cuda_runtime_api.h>
 
 namespace tandem::cuda {

@@ -4,7 +4,8 @@
 // zeros for no rows). Rows 0, 1, a few, more than one split of the column sums (256
 // rows) and a GPT's batch (16384 x 384); dims 1, odd, below and above a warp, not a
 // multiple of 4; inputs centred on 0 and on 100 (where a one-pass variance loses
-// digits). The column sums run twice to show they are deterministic (bitwise).
+// digits). The column sums run twice to show they are deterministic (bitwise); dx in
+// place of dy last.
 #include <string>
 #include <vector>
 
@@ -67,6 +68,16 @@ void check(int rows, int dim, float centre, double tol, cudaStream_t stream) {
                 bitwise_equal(dgamma, first_dgamma) && bitwise_equal(dbeta, first_dbeta));
     }
   }
+
+  // In place: dx over dy (the column sums must still see dy).
+  poison(d_dgamma);
+  poison(d_dbeta);
+  tandem::cuda::layernorm_backward(at(d_dy), at(d_x), at(d_gamma), at(d_ref_mean), at(d_ref_rstd), rows, dim,
+                                   at(d_dy), at(d_dgamma), at(d_dbeta), stream);
+  sync(stream);
+  GPU_CHECK_CLOSE("layernorm_backward", shape, "dx in place of dy", download(d_dy), want_dx, tol);
+  GPU_CHECK("layernorm_backward", shape, "dgamma and dbeta unchanged by the in-place dx",
+            bitwise_equal(download(d_dgamma), first_dgamma) && bitwise_equal(download(d_dbeta), first_dbeta));
 }
 
 }  // namespace

@@ -29,8 +29,11 @@ median of each is reported, and each ratio is tandem / that peer.
 The corpus is the Debian `fortunes` package's text files (the files of
 /usr/share/games/fortunes without .dat or .u8 suffix, concatenated as bytes). The GPU
 machines have no fortunes package: the caller copies /usr/share/games/fortunes into
-the packed folder (e.g. `cp -r /usr/share/games/fortunes .gpukit/fortunes` before
-packing) and passes --corpus .gpukit/fortunes there. Both engines read the same files.
+the packed folder (../shared/device/pack.sh does, as KIT/fortunes, when the package is
+installed where it packs; otherwise `cp -rL /usr/share/games/fortunes KIT/fortunes`)
+and passes --corpus KIT/fortunes there (KIT/env.sh also links
+/usr/share/games/fortunes to it when that path is free, so the default works after
+sourcing it). Both engines read the same files.
 
 scripts/experiments/gpt.lua and models/gpt.lua are the GPT's definition on the
 tandem side; --tandem-override KEY=VALUE (repeatable) adds or replaces an override

@@ -84,12 +84,15 @@ void check_sequence_ops(Device& gpu) {
                 Tensor(dev, {mats * tt}), Tensor(dev, {qkv}), on(dev, g, {dim})};
   };
   Side c = side(cpu), q = side(gpu);
+  // The same calls on each device, with its own buffers.
+  const auto on_both = [&](auto&& calls) {
+    calls(cpu, c);
+    calls(gpu, q);
+  };
   const auto compare = [&](const char* op, const char* what, const Tensor& got, const Tensor& want) {
     GPU_CHECK_CLOSE(op, shape, what, got.to_host(), want.to_host(), 1e-5);
   };
-  for (auto [dev, t] : {std::pair<Device*, Side*>{&cpu, &c}, {&gpu, &q}}) {
-    Device& d = *dev;
-    Side& u = *t;
+  on_both([&](Device& d, Side& u) {
     d.embedding_forward(u.tok.data(), u.w.data(), u.p.data(), batch, seq, dim, vocab, u.y.data());
     d.embedding_backward(u.tok.data(), u.x.data(), batch, seq, dim, vocab, u.dw.data(), u.dp.data());
     d.layernorm_forward(u.x.data(), u.g.data(), u.v.data(), batch * seq, dim, 1e-5f, u.y2.data(), u.m.data(),
@@ -98,7 +101,7 @@ void check_sequence_ops(Device& gpu) {
                          u.h.data(), u.dg.data(), u.db.data());
     d.causal_softmax_forward(u.s.data(), u.a.data(), mats, seq, 0.5f);
     d.causal_softmax_backward(u.a.data(), u.s.data(), u.d.data(), mats, seq, 0.5f);
-  }
+  });
   compare("embedding_forward", "y", q.y, c.y);
   compare("embedding_backward", "dwte", q.dw, c.dw);
   compare("embedding_backward", "dwpe", q.dp, c.dp);
@@ -109,9 +112,7 @@ void check_sequence_ops(Device& gpu) {
   compare("layernorm_backward", "dbeta", q.db, c.db);
   compare("causal_softmax_forward", "att", q.a, c.a);
   compare("causal_softmax_backward", "dscores", q.d, c.d);
-  for (auto [dev, t] : {std::pair<Device*, Side*>{&cpu, &c}, {&gpu, &q}}) {
-    Device& d = *dev;
-    Side& u = *t;
+  on_both([&](Device& d, Side& u) {
     d.gelu_forward(u.x.data(), u.y.data(), static_cast<size_t>(qkv));
     d.gelu_backward(u.x.data(), u.x.data() + 1, u.y2.data(), static_cast<size_t>(qkv - 1));
     d.heads_permute(u.x.data(), u.h.data(), batch, seq, 3, heads, head_dim, true);
@@ -120,7 +121,7 @@ void check_sequence_ops(Device& gpu) {
     d.fill(u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2), 1e-3f);  // v >= 0, as AdamW keeps it
     d.adamw_step(u.w.data(), u.dw.data(), u.dp.data(), u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2),
                  1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.19f, 0.0975f);
-  }
+  });
   compare("gelu_forward", "y", q.y, c.y);
   compare("gelu_backward", "dx", q.y2, c.y2);
   compare("heads_permute + add_inplace", "heads", q.h, c.h);

@@ -10,12 +10,18 @@
 #include "engine/core/cudnn_ops.hpp"
 #include "engine/core/gemm_layout.hpp"
 #include "engine/core/memory_pool.hpp"
+#include "kernels/cuda/adamw_step.cuh"
 #include "kernels/cuda/avgpool.cuh"
 #include "kernels/cuda/batchnorm.cuh"
 #include "kernels/cuda/bias_act.cuh"
 #include "kernels/cuda/bias_grad.cuh"
+#include "kernels/cuda/causal_softmax.cuh"
 #include "kernels/cuda/dropout.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/gelu.cuh"
+#include "kernels/cuda/heads_permute.cuh"
+#include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/normalize.cuh"
 #include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/softmax_xent.cuh"
@@ -176,11 +182,27 @@ public:
 
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
             float beta, float* c, int ldc) override {
+    TANDEM_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: m ", m, ", n ", n, ", k ", k, " must not be negative");
     if (m == 0 || n == 0) return;
     const ColumnMajorGemm g = to_column_major(ta, tb, m, n, k, a, lda, b, ldb);
     TANDEM_CUBLAS_CHECK(cublasSgemm(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
                                     g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha, g.first,
-                                    g.ld_first, g.second, g.ld_second, &beta, c, ldc));
+                                    blas_ld(g.ld_first), g.second, blas_ld(g.ld_second), &beta, c, ldc));
+  }
+
+  // count products; the column-major swap (gemm_layout.hpp) swaps the operands, and
+  // with them their batch strides: A's stride goes with A, now cuBLAS's second operand.
+  void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, int64_t stride_a,
+                    const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c,
+                    int count) override {
+    TANDEM_CHECK(m >= 0 && n >= 0 && k >= 0 && count >= 0, "gemm_batched: m ", m, ", n ", n, ", k ", k, ", count ",
+                 count, " must not be negative");
+    if (count == 0 || m == 0 || n == 0) return;
+    const ColumnMajorGemm g = to_column_major(ta, tb, m, n, k, a, lda, b, ldb);
+    TANDEM_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k,
+        &alpha, g.first, blas_ld(g.ld_first), stride_b, g.second, blas_ld(g.ld_second), stride_a, &beta, c, ldc,
+        stride_c, count));
   }
 
   void bias_act_forward(float* y, const float* bias, int rows, int cols, Activation act) override {
@@ -290,36 +312,52 @@ public:
     cuda::sgd_step(param, grad, velocity, count, lr, momentum, weight_decay, grad_scale, nesterov, stream_);
   }
 
-  // The sequence-model ops (a GPT) are not yet written for the GPU: a model that
-  // needs them says so instead of computing something wrong.
-  [[noreturn]] void not_yet(const char* op) const {
-    TANDEM_FAIL_HINT("run the GPT on device='cpu' for now", op, " has no CUDA kernel yet (a bug in tandem)");
+  void embedding_forward(const float* tokens, const float* wte, const float* wpe, int batch, int seq, int dim,
+                         int vocab, float* y) override {
+    cuda::embedding_forward(tokens, wte, wpe, batch, seq, dim, vocab, y, stream_);
   }
-  void gemm_batched(bool, bool, int, int, int, float, const float*, int, int64_t, const float*, int, int64_t, float,
-                    float*, int, int64_t, int) override { not_yet("gemm_batched"); }
-  void embedding_forward(const float*, const float*, const float*, int, int, int, int, float*) override {
-    not_yet("embedding_forward");
+  void embedding_backward(const float* tokens, const float* dy, int batch, int seq, int dim, int vocab, float* dwte,
+                          float* dwpe) override {
+    cuda::embedding_backward(tokens, dy, batch, seq, dim, vocab, dwte, dwpe, stream_);
   }
-  void embedding_backward(const float*, const float*, int, int, int, int, float*, float*) override {
-    not_yet("embedding_backward");
+  void layernorm_forward(const float* x, const float* gamma, const float* beta, int rows, int dim, float eps,
+                         float* y, float* mean, float* rstd) override {
+    cuda::layernorm_forward(x, gamma, beta, rows, dim, eps, y, mean, rstd, stream_);
   }
-  void layernorm_forward(const float*, const float*, const float*, int, int, float, float*, float*, float*) override {
-    not_yet("layernorm_forward");
+  void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                          int rows, int dim, float* dx, float* dgamma, float* dbeta) override {
+    cuda::layernorm_backward(dy, x, gamma, mean, rstd, rows, dim, dx, dgamma, dbeta, stream_);
   }
-  void layernorm_backward(const float*, const float*, const float*, const float*, const float*, int, int, float*,
-                          float*, float*) override { not_yet("layernorm_backward"); }
-  void gelu_forward(const float*, float*, size_t) override { not_yet("gelu_forward"); }
-  void gelu_backward(const float*, const float*, float*, size_t) override { not_yet("gelu_backward"); }
-  void causal_softmax_forward(const float*, float*, int64_t, int, float) override { not_yet("causal_softmax"); }
-  void causal_softmax_backward(const float*, const float*, float*, int64_t, int, float) override {
-    not_yet("causal_softmax");
+  void gelu_forward(const float* x, float* y, size_t count) override { cuda::gelu_forward(x, y, count, stream_); }
+  void gelu_backward(const float* x, const float* dy, float* dx, size_t count) override {
+    cuda::gelu_backward(x, dy, dx, count, stream_);
   }
-  void heads_permute(float*, float*, int, int, int, int, int, bool) override { not_yet("heads_permute"); }
-  void add_inplace(float*, const float*, size_t) override { not_yet("add_inplace"); }
-  void adamw_step(float*, const float*, float*, float*, size_t, float, float, float, float, float, float, float,
-                  float) override { not_yet("adamw_step"); }
+  void causal_softmax_forward(const float* scores, float* att, int64_t mats, int seq, float scale) override {
+    cuda::causal_softmax_forward(scores, att, mats, seq, scale, stream_);
+  }
+  void causal_softmax_backward(const float* att, const float* datt, float* dscores, int64_t mats, int seq,
+                               float scale) override {
+    cuda::causal_softmax_backward(att, datt, dscores, mats, seq, scale, stream_);
+  }
+  void heads_permute(float* seq_layout, float* head_layout, int batch, int seq, int parts, int heads, int head_dim,
+                     bool to_heads) override {
+    cuda::heads_permute(seq_layout, head_layout, batch, seq, parts, heads, head_dim, to_heads, stream_);
+  }
+  // y = y + x: the add kernel allows its output to be an input.
+  void add_inplace(float* y, const float* x, size_t count) override { cuda::add(y, x, y, count, stream_); }
+  void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1,
+                  float bias_correction2) override {
+    cuda::adamw_step(param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1,
+                     bias_correction2, stream_);
+  }
 
 private:
+  // cuBLAS refuses a leading dimension below 1 even where the operand is empty (k = 0:
+  // a row-major m x 0 operand has ld 0), where BLAS computes C = beta * C: any ld >= 1
+  // is then valid, as nothing is read (torch clamps the same way).
+  static int blas_ld(int ld) { return std::max(ld, 1); }
+
   void read_doubles(double* host, const double* device, size_t count) {
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(host, device, count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));

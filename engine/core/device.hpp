@@ -130,8 +130,9 @@ public:
                             int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                             int ldc, int64_t stride_c, int count) = 0;
   // y[b, t, :] = wte[tokens[b, t], :] + wpe[t, :], for tokens [batch, seq], wte
-  // [vocab, dim], wpe [>= seq, dim]. A token outside [0, vocab) is a data error: the
-  // device reports it (CPU) or clamps it and the caller's data check catches it.
+  // [vocab, dim], wpe [>= seq, dim]. A token that is not an integer in [0, vocab) is a
+  // data error: the CPU reports it; the GPU cannot, so it writes NaN over that
+  // position's row of y (the loss turns NaN) and gives it no token gradient.
   virtual void embedding_forward(const float* tokens, const float* wte, const float* wpe, int batch, int seq,
                                  int dim, int vocab, float* y) = 0;
   // dwte[v, :] += sum of dy[b, t, :] over positions holding token v (ACCUMULATES: a
@@ -145,7 +146,7 @@ public:
   // for backward.
   virtual void layernorm_forward(const float* x, const float* gamma, const float* beta, int rows, int dim,
                                  float eps, float* y, float* mean, float* rstd) = 0;
-  // dx OVERWRITTEN; dgamma, dbeta OVERWRITTEN with the sums over rows.
+  // dx OVERWRITTEN (it may be dy or x); dgamma, dbeta OVERWRITTEN with the sums over rows.
   virtual void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
                                   const float* rstd, int rows, int dim, float* dx, float* dgamma, float* dbeta) = 0;
   // GELU, tanh approximation (GPT-2; torch's approximate='tanh'):

@@ -106,6 +106,14 @@ __device__ __forceinline__ T block_sum(T v, T* shared) {
   return shared[0];
 }
 
+// The sum of v over the 32 lanes of a warp by xor shuffles, a fixed order; every lane
+// gets the result. All 32 lanes must call it (a warp-uniform loop around it).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
 // The second pass: out[k] = sum over s = 0 .. splits-1, in that order, of
 // partials[s * width + k]. Reads are coalesced along k.
 template <typename Out>

@@ -1,10 +1,12 @@
 // The CUDA device against the CPU device, op by op and model by model: the ops that
 // go to cuBLAS (gemm) and cuDNN (convolution, max pooling), the ones that cross
 // between host and device (the loss with host labels, the batch-norm sums, byte
-// uploads normalised on arrival), the memory pool's accounting, and then whole
-// training steps (forward, loss, backward, SGD) of the MLP, LeNet, LeNet with batch
-// norm and the small ResNet, started from the same weights on both devices. Every
-// comparison's tolerance is scaled by the reference's magnitude; exits 77 without a GPU.
+// uploads normalised on arrival), the sequence-model ops' wiring (a GPT's embedding,
+// layer norm, GELU, causal softmax, head permute, add_inplace, AdamW), the memory
+// pool's accounting, and then whole training steps (forward, loss, backward, SGD) of
+// the MLP, LeNet, LeNet with batch norm and the small ResNet, started from the same
+// weights on both devices. Every comparison's tolerance is scaled by the reference's
+// magnitude; exits 77 without a GPU.
 #include "tests/gpu/gpu_test.hpp"
 
 #if TANDEM_HAVE_CUDA
@@ -55,6 +57,77 @@ void check_gemm(Device& gpu) {
         GPU_CHECK_CLOSE("gemm", dims({m, n, k}) + (ta ? " A^T" : "") + (tb ? " B^T" : ""), "C", cg.to_host(),
                         cc.to_host(), 1e-5);
       }
+}
+
+// The sequence-model ops through the device interface on both devices, at a tiny
+// GPT's shapes: what this checks is CudaDevice's wiring (which argument goes where);
+// the kernels themselves have their tests (test_cuda_<op>.cpp). add_inplace is the add
+// kernel with its output as its first input.
+void check_sequence_ops(Device& gpu) {
+  Device& cpu = cpu_device();
+  const int batch = 2, seq = 5, dim = 12, vocab = 7, heads = 3, head_dim = dim / heads;
+  const int64_t n = int64_t{batch} * seq * dim, qkv = 3 * n, mats = int64_t{batch} * heads, tt = int64_t{seq} * seq;
+  const std::string shape = "2x5x12, vocab 7, 3 heads";
+  std::vector<float> tokens(static_cast<size_t>(batch * seq));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<float>((i * 5) % vocab);
+  const auto x = random_floats(static_cast<size_t>(qkv), 30), w = random_floats(static_cast<size_t>(vocab * dim), 31),
+             p = random_floats(static_cast<size_t>(seq * dim), 32), g = random_floats(static_cast<size_t>(dim), 33),
+             s = random_floats(static_cast<size_t>(mats * tt), 34, -3.0f, 3.0f);
+  struct Side {
+    Tensor tok, x, w, p, g, s, y, y2, m, r, dw, dp, dg, db, a, d, h, v;
+  };
+  auto side = [&](Device& dev) {
+    return Side{on(dev, tokens, {batch * seq}), on(dev, x, {qkv}), on(dev, w, {vocab * dim}), on(dev, p, {seq * dim}),
+                on(dev, g, {dim}), on(dev, s, {mats * tt}), Tensor(dev, {qkv}), Tensor(dev, {qkv}),
+                Tensor(dev, {batch * seq}), Tensor(dev, {batch * seq}), on(dev, w, {vocab * dim}),
+                Tensor(dev, {seq * dim}), Tensor(dev, {dim}), Tensor(dev, {dim}), Tensor(dev, {mats * tt}),
+                Tensor(dev, {mats * tt}), Tensor(dev, {qkv}), on(dev, g, {dim})};
+  };
+  Side c = side(cpu), q = side(gpu);
+  // The same calls on each device, with its own buffers.
+  const auto on_both = [&](auto&& calls) {
+    calls(cpu, c);
+    calls(gpu, q);
+  };
+  const auto compare = [&](const char* op, const char* what, const Tensor& got, const Tensor& want) {
+    GPU_CHECK_CLOSE(op, shape, what, got.to_host(), want.to_host(), 1e-5);
+  };
+  on_both([&](Device& d, Side& u) {
+    d.embedding_forward(u.tok.data(), u.w.data(), u.p.data(), batch, seq, dim, vocab, u.y.data());
+    d.embedding_backward(u.tok.data(), u.x.data(), batch, seq, dim, vocab, u.dw.data(), u.dp.data());
+    d.layernorm_forward(u.x.data(), u.g.data(), u.v.data(), batch * seq, dim, 1e-5f, u.y2.data(), u.m.data(),
+                        u.r.data());
+    d.layernorm_backward(u.x.data() + n, u.x.data(), u.g.data(), u.m.data(), u.r.data(), batch * seq, dim,
+                         u.h.data(), u.dg.data(), u.db.data());
+    d.causal_softmax_forward(u.s.data(), u.a.data(), mats, seq, 0.5f);
+    d.causal_softmax_backward(u.a.data(), u.s.data(), u.d.data(), mats, seq, 0.5f);
+  });
+  compare("embedding_forward", "y", q.y, c.y);
+  compare("embedding_backward", "dwte", q.dw, c.dw);
+  compare("embedding_backward", "dwpe", q.dp, c.dp);
+  compare("layernorm_forward", "y", q.y2, c.y2);
+  compare("layernorm_forward", "rstd", q.r, c.r);
+  compare("layernorm_backward", "dx", q.h, c.h);
+  compare("layernorm_backward", "dgamma", q.dg, c.dg);
+  compare("layernorm_backward", "dbeta", q.db, c.db);
+  compare("causal_softmax_forward", "att", q.a, c.a);
+  compare("causal_softmax_backward", "dscores", q.d, c.d);
+  on_both([&](Device& d, Side& u) {
+    d.gelu_forward(u.x.data(), u.y.data(), static_cast<size_t>(qkv));
+    d.gelu_backward(u.x.data(), u.x.data() + 1, u.y2.data(), static_cast<size_t>(qkv - 1));
+    d.heads_permute(u.x.data(), u.h.data(), batch, seq, 3, heads, head_dim, true);
+    d.add_inplace(u.h.data(), u.x.data() + 2, static_cast<size_t>(qkv - 2));
+    d.heads_permute(u.x.data(), u.h.data(), batch, seq, 3, heads, head_dim, false);  // x = the inverse of h
+    d.fill(u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2), 1e-3f);  // v >= 0, as AdamW keeps it
+    d.adamw_step(u.w.data(), u.dw.data(), u.dp.data(), u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2),
+                 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.19f, 0.0975f);
+  });
+  compare("gelu_forward", "y", q.y, c.y);
+  compare("gelu_backward", "dx", q.y2, c.y2);
+  compare("heads_permute + add_inplace", "heads", q.h, c.h);
+  compare("heads_permute", "sequence", q.x, c.x);
+  compare("adamw_step", "param", q.w, c.w);
+  compare("adamw_step", "m and v", q.dp, c.dp);
 }
 
 void check_conv(Device& gpu) {
@@ -180,6 +253,7 @@ int main() {
     const std::unique_ptr<Device> gpu = make_cuda_device(CudaOptions{});
     std::printf("device %s\n", gpu->name().c_str());
     check_gemm(*gpu);
+    check_sequence_ops(*gpu);
     check_conv(*gpu);
     check_maxpool(*gpu);
     check_host_crossings(*gpu);

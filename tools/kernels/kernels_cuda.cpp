@@ -1,6 +1,10 @@
 // The CUDA kernels (kernels/cuda) in the harness: the memory-bound ops at sizes that
 // stream from HBM rather than sit in the 50 MB L2 (sgd_step over 10M parameters, bias
-// + ReLU, softmax cross-entropy, batchnorm forward, dropout). Each is validated the
+// + ReLU, softmax cross-entropy, batchnorm forward, dropout), and the GPT's ops at the
+// shapes of the GPT benchmark (tools/bench/gpt_vs_torch.py: 64 x 256 tokens, 384 wide),
+// where some arrays (25 MB) fit in L2: read those fractions as "at a training step's
+// size", not as HBM streaming. The batched GEMM is cuBLAS's, not ours, and is left
+// out (this harness's arithmetic peak is the host's). Each is validated the
 // way the CPU cases are, against the CPU kernel of kernels/cpu (itself tested against
 // the definition), and timed with CUDA events: one warm-up launch, then the mean of
 // `repeat` launches back to back on one stream, as a training step issues them.
@@ -26,14 +30,27 @@
 
 #include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
+#include "kernels/cpu/adamw_step.hpp"
 #include "kernels/cpu/batchnorm.hpp"
 #include "kernels/cpu/bias_act.hpp"
+#include "kernels/cpu/causal_softmax.hpp"
 #include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gelu.hpp"
+#include "kernels/cpu/heads_permute.hpp"
+#include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/sgd_step.hpp"
 #include "kernels/cpu/softmax_xent.hpp"
+#include "kernels/cuda/adamw_step.cuh"
 #include "kernels/cuda/batchnorm.cuh"
 #include "kernels/cuda/bias_act.cuh"
+#include "kernels/cuda/causal_softmax.cuh"
 #include "kernels/cuda/dropout.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/gelu.cuh"
+#include "kernels/cuda/heads_permute.cuh"
+#include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/softmax_xent.cuh"
 #endif
@@ -271,6 +288,233 @@ OpCase dropout_case(int rows, int cols, std::shared_ptr<Stream> stream, double p
   return oc;
 }
 
+// The GPT's ops (models/gpt.lua) at the shapes of tools/bench/gpt_vs_torch.py's
+// model: batch 64 x seq 256 tokens, 384 wide, 6 heads of 64, a byte vocabulary (256),
+// MLP 4 x 384 wide. Bytes are the least traffic the op needs (each input read once,
+// each output written once), so the fraction of peak says how close a kernel comes.
+struct GptShape {
+  int batch = 64, seq = 256, dim = 384, heads = 6, vocab = 256;
+  size_t tokens() const { return static_cast<size_t>(batch) * seq; }
+  std::string text() const {
+    return std::to_string(batch) + "x" + std::to_string(seq) + "x" + std::to_string(dim);
+  }
+};
+
+// A case with one CUDA version: `launch` is what is timed; output() runs `reset`
+// first (restoring inputs that timed launches changed), launches once and reads
+// `result` back.
+OpCase gpt_case(std::string op, std::string shape, double bytes, double tolerance,
+                std::function<std::vector<float>()> reference, std::shared_ptr<Stream> stream, double peak,
+                std::function<void()> launch, std::function<void()> reset,
+                std::shared_ptr<DeviceArray<float>> result) {
+  OpCase oc{std::move(op), std::move(shape), bytes, 0.0, tolerance, std::move(reference), {}};
+  oc.versions.push_back(cuda_version(stream, peak, launch, [=] {
+    reset();
+    launch();
+    KERNELS_CUDA_OK(cudaStreamSynchronize(stream->s));
+    return result->download();
+  }));
+  return oc;
+}
+
+std::vector<float> byte_tokens(size_t n, int vocab) {
+  std::mt19937 rng(120);
+  std::vector<float> t(n);
+  for (auto& v : t) v = static_cast<float>(rng() % static_cast<unsigned>(vocab));
+  return t;
+}
+
+void add_gpt_cases(std::vector<OpCase>& cases, const GptShape& g, std::shared_ptr<Stream> stream, double peak) {
+  const size_t n = g.tokens(), c = static_cast<size_t>(g.dim), nc = n * c, vc = static_cast<size_t>(g.vocab) * c,
+               tc = static_cast<size_t>(g.seq) * c;
+  const auto nothing = [] {};
+
+  {  // embedding: forward, then backward (dwte accumulated: reset to its start for the check)
+    const auto tokens = byte_tokens(n, g.vocab), wte = random_floats(vc, 121), wpe = random_floats(tc, 122),
+               dy = random_floats(nc, 123), dwte0 = random_floats(vc, 124);
+    auto d_tokens = device_copy(tokens), d_wte = device_copy(wte), d_wpe = device_copy(wpe), d_dy = device_copy(dy),
+         d_y = device_array<float>(nc), d_dwte = device_copy(dwte0), d_dwpe = device_array<float>(tc);
+    cases.push_back(gpt_case(
+        "embedding_forward", g.text() + " v" + std::to_string(g.vocab), 4.0 * (n + nc + vc + tc), 1e-5,
+        [=] {
+          std::vector<float> y(nc);
+          cpu::embedding_forward(tokens.data(), wte.data(), wpe.data(), g.batch, g.seq, g.dim, g.vocab, y.data());
+          return y;
+        },
+        stream, peak,
+        [=] {
+          cuda::embedding_forward(d_tokens->p, d_wte->p, d_wpe->p, g.batch, g.seq, g.dim, g.vocab, d_y->p,
+                                  stream->s);
+        },
+        nothing, d_y));
+    cases.push_back(gpt_case(
+        "embedding_backward", g.text() + " v" + std::to_string(g.vocab), 4.0 * (n + nc + 2 * vc + tc), 1e-5,
+        [=] {
+          std::vector<float> dwte = dwte0, dwpe(tc);
+          cpu::embedding_backward(tokens.data(), dy.data(), g.batch, g.seq, g.dim, g.vocab, dwte.data(), dwpe.data());
+          return dwte;
+        },
+        stream, peak,
+        [=] {
+          cuda::embedding_backward(d_tokens->p, d_dy->p, g.batch, g.seq, g.dim, g.vocab, d_dwte->p, d_dwpe->p,
+                                   stream->s);
+        },
+        [=] { d_dwte->upload(dwte0); }, d_dwte));
+  }
+
+  {  // layer norm over the residual stream
+    const int rows = static_cast<int>(n);
+    const auto x = random_floats(nc, 125), gamma = random_floats(c, 126, 0.5f, 1.5f), beta = random_floats(c, 127),
+               dy = random_floats(nc, 128);
+    std::vector<float> mean(n), rstd(n), y(nc);
+    cpu::layernorm_forward(x.data(), gamma.data(), beta.data(), rows, g.dim, 1e-5f, y.data(), mean.data(), rstd.data());
+    auto d_x = device_copy(x), d_gamma = device_copy(gamma), d_beta = device_copy(beta), d_dy = device_copy(dy),
+         d_y = device_array<float>(nc), d_mean = device_copy(mean), d_rstd = device_copy(rstd),
+         d_dx = device_array<float>(nc), d_dgamma = device_array<float>(c), d_dbeta = device_array<float>(c);
+    cases.push_back(gpt_case(
+        "layernorm_forward", g.text(), 4.0 * (2 * nc + 2 * n + 2 * c), 1e-5, [=] { return y; }, stream, peak,
+        [=] {
+          cuda::layernorm_forward(d_x->p, d_gamma->p, d_beta->p, rows, g.dim, 1e-5f, d_y->p, d_mean->p, d_rstd->p,
+                                  stream->s);
+        },
+        nothing, d_y));
+    cases.push_back(gpt_case(
+        "layernorm_backward", g.text(), 4.0 * (3 * nc + 2 * n + 3 * c), 1e-5,
+        [=] {
+          std::vector<float> dx(nc), dgamma(c), dbeta(c);
+          cpu::layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), rows, g.dim, dx.data(),
+                                  dgamma.data(), dbeta.data());
+          return dx;
+        },
+        stream, peak,
+        [=] {
+          cuda::layernorm_backward(d_dy->p, d_x->p, d_gamma->p, d_mean->p, d_rstd->p, rows, g.dim, d_dx->p,
+                                   d_dgamma->p, d_dbeta->p, stream->s);
+        },
+        nothing, d_dx));
+  }
+
+  {  // GELU over the MLP's hidden layer (4 x dim wide); backward in place, as the layer runs it
+    const size_t h = 4 * nc;
+    const auto x = random_floats(h, 129, -4.0f, 4.0f), dy = random_floats(h, 130);
+    auto d_x = device_copy(x), d_y = device_array<float>(h), d_dy = device_copy(dy);
+    cases.push_back(gpt_case(
+        "gelu_forward", g.text() + "x4", 4.0 * 2 * h, 1e-5,
+        [=] {
+          std::vector<float> y(h);
+          cpu::gelu_forward(x.data(), y.data(), h);
+          return y;
+        },
+        stream, peak, [=] { cuda::gelu_forward(d_x->p, d_y->p, h, stream->s); }, nothing, d_y));
+    cases.push_back(gpt_case(
+        "gelu_backward", g.text() + "x4", 4.0 * 3 * h, 1e-5,
+        [=] {
+          std::vector<float> dx(h);
+          cpu::gelu_backward(x.data(), dy.data(), dx.data(), h);
+          return dx;
+        },
+        stream, peak, [=] { cuda::gelu_backward(d_x->p, d_y->p, d_y->p, h, stream->s); },
+        [=] { d_y->upload(dy); }, d_y));
+  }
+
+  {  // causal softmax over every head's seq x seq scores; in place, as attention runs it
+    const int64_t mats = static_cast<int64_t>(g.batch) * g.heads;
+    const size_t tt = static_cast<size_t>(g.seq) * g.seq, total = static_cast<size_t>(mats) * tt,
+                 lower = static_cast<size_t>(mats) * g.seq * (g.seq + 1) / 2;
+    const float scale = 0.125f;
+    const auto scores = random_floats(total, 131, -4.0f, 4.0f), datt = random_floats(total, 132);
+    std::vector<float> att(total);
+    cpu::causal_softmax_forward(scores.data(), att.data(), mats, g.seq, scale);
+    auto d_work = device_copy(scores), d_att = device_copy(att);
+    const std::string shape = std::to_string(mats) + "x" + std::to_string(g.seq) + "^2";
+    cases.push_back(gpt_case(
+        "causal_softmax_fwd", shape, 4.0 * (lower + total), 1e-5, [=] { return att; }, stream, peak,
+        [=] { cuda::causal_softmax_forward(d_work->p, d_work->p, mats, g.seq, scale, stream->s); },
+        [=] { d_work->upload(scores); }, d_work));
+    cases.push_back(gpt_case(
+        "causal_softmax_bwd", shape, 4.0 * (2 * lower + total), 1e-5,
+        [=] {
+          std::vector<float> d(total);
+          cpu::causal_softmax_backward(att.data(), datt.data(), d.data(), mats, g.seq, scale);
+          return d;
+        },
+        stream, peak,
+        [=] { cuda::causal_softmax_backward(d_att->p, d_work->p, d_work->p, mats, g.seq, scale, stream->s); },
+        [=] { d_work->upload(datt); }, d_work));
+  }
+
+  {  // head permutation of the fused q, k, v projection, and back for the attention output
+    const int head_dim = g.dim / g.heads;
+    const size_t qkv = 3 * nc;
+    const auto x = random_floats(qkv, 133), heads_in = random_floats(nc, 134);
+    auto d_seq = device_copy(x), d_heads = device_array<float>(qkv), d_heads_in = device_copy(heads_in),
+         d_seq_out = device_array<float>(nc);
+    cases.push_back(gpt_case(
+        "heads_permute", g.text() + "x3 to heads", 4.0 * 2 * qkv, 0.0,
+        [=] {
+          std::vector<float> src = x, out(qkv);
+          cpu::heads_permute(src.data(), out.data(), g.batch, g.seq, 3, g.heads, head_dim, true);
+          return out;
+        },
+        stream, peak,
+        [=] { cuda::heads_permute(d_seq->p, d_heads->p, g.batch, g.seq, 3, g.heads, head_dim, true, stream->s); },
+        nothing, d_heads));
+    cases.push_back(gpt_case(
+        "heads_permute", g.text() + " to sequence", 4.0 * 2 * nc, 0.0,
+        [=] {
+          std::vector<float> src = heads_in, out(nc);
+          cpu::heads_permute(out.data(), src.data(), g.batch, g.seq, 1, g.heads, head_dim, false);
+          return out;
+        },
+        stream, peak,
+        [=] {
+          cuda::heads_permute(d_seq_out->p, d_heads_in->p, g.batch, g.seq, 1, g.heads, head_dim, false, stream->s);
+        },
+        nothing, d_seq_out));
+  }
+
+  {  // the residual stream's skip
+    const auto y0 = random_floats(nc, 135), x = random_floats(nc, 136);
+    auto d_y = device_copy(y0), d_x = device_copy(x);
+    cases.push_back(gpt_case(
+        "add_inplace", g.text(), 4.0 * 3 * nc, 1e-6,
+        [=] {
+          std::vector<float> y = y0;
+          for (size_t i = 0; i < nc; ++i) y[i] += x[i];
+          return y;
+        },
+        stream, peak, [=] { cuda::add(d_y->p, d_x->p, d_y->p, nc, stream->s); }, [=] { d_y->upload(y0); }, d_y));
+  }
+}
+
+// AdamW over a GPT's parameters (6 layers of 12 dim^2 + 13 dim, embeddings, ~10.8M
+// for dim 384): param, m, v read and written, grad read. One step from the start.
+OpCase adamw_case(size_t n, std::shared_ptr<Stream> stream, double peak) {
+  const float lr = 6e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, scale = 1.0f / 16384;
+  const float bc1 = 1.0f - 0.9f * 0.9f, bc2 = 1.0f - 0.95f * 0.95f;  // step 2
+  const auto grad = random_floats(n, 140), param0 = random_floats(n, 141), m0 = random_floats(n, 142, -0.01f, 0.01f),
+             v0 = random_floats(n, 143, 0.0f, 1e-4f);
+  auto d_param = device_copy(param0), d_grad = device_copy(grad), d_m = device_copy(m0), d_v = device_copy(v0);
+  return gpt_case(
+      "adamw_step", std::to_string(n) + " parameters", 4.0 * 7 * static_cast<double>(n), 1e-5,
+      [=] {
+        std::vector<float> p = param0, m = m0, v = v0;
+        cpu::adamw_step(p.data(), grad.data(), m.data(), v.data(), n, lr, beta1, beta2, eps, wd, scale, bc1, bc2);
+        return p;
+      },
+      stream, peak,
+      [=] {
+        cuda::adamw_step(d_param->p, d_grad->p, d_m->p, d_v->p, n, lr, beta1, beta2, eps, wd, scale, bc1, bc2,
+                         stream->s);
+      },
+      [=] {
+        d_param->upload(param0);
+        d_m->upload(m0);
+        d_v->upload(v0);
+      },
+      d_param);
+}
+
 }  // namespace
 #endif
 
@@ -307,6 +551,8 @@ std::vector<OpCase> cuda_cases() {
   cases.push_back(softmax_case(16384, 1000, stream, peak));
   cases.push_back(batchnorm_case(256, 64, 32 * 32, stream, peak));
   cases.push_back(dropout_case(8192, 4096, stream, peak));
+  add_gpt_cases(cases, GptShape{}, stream, peak);
+  cases.push_back(adamw_case(10'750'000, stream, peak));
   return cases;
 #else
   return {};

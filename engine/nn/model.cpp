@@ -37,6 +37,14 @@ struct Args {
   }
   int need_int(const char* key) const { return as_int(key, need(key)); }
   int get_int(const char* key, int fallback) const { return as_int(key, get(key, fallback)); }
+  // A size: an integer >= 1 (`fallback` when absent, if given).
+  int positive(const char* key, int fallback = 0) const {
+    const int v = fallback > 0 ? get_int(key, fallback) : need_int(key);
+    if (v < 1)
+      TANDEM_FAIL_HINT("give " + std::string(key) + "= a positive integer", spec.type, " layer at ", spec.where,
+                       ": argument '", key, "' must be >= 1, got ", v);
+    return v;
+  }
   int as_int(const char* key, double v) const {
     if (v != std::floor(v) || std::abs(v) > 1e9)
       TANDEM_FAIL(spec.type, " layer at ", spec.where, ": argument '", key, "' must be an integer, got ", v);
@@ -137,31 +145,35 @@ std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& 
     } else if (ls.type == "dropout") {
       layer = std::make_unique<Dropout>(dev, shape, static_cast<float>(a.need("p")), i);
     } else if (ls.type == "embedding") {
-      const int seq_len = a.need_int("seq_len");
+      const int seq_len = a.positive("seq_len");
       if (shape.size() != 1 || shape[0] > seq_len)
         TANDEM_FAIL_HINT("feed it token sequences of at most seq_len tokens (data.shape = {seq})", "embedding layer at ",
                          ls.where, " with seq_len=", seq_len, " got input ", shape_str(shape));
-      layer = std::make_unique<Embedding>(dev, shape, a.get_int("vocab", classes), a.need_int("n_embd"), seq_len,
+      layer = std::make_unique<Embedding>(dev, shape, a.positive("vocab", classes), a.positive("n_embd"), seq_len,
                                           dropout_arg(a), i);
     } else if (ls.type == "transformer_block") {
       if (shape.size() != 2)
         TANDEM_FAIL_HINT("put it after an embedding", "transformer_block layer at ", ls.where,
                          " needs a [seq, n_embd] input, got ", shape_str(shape));
-      if (shape[1] % a.need_int("n_head") != 0)
+      const int n_head = a.positive("n_head");
+      if (shape[1] % n_head != 0)
         TANDEM_FAIL_HINT("choose n_head dividing n_embd", "transformer_block layer at ", ls.where, ": n_embd ",
-                         shape[1], " does not split into n_head=", a.need_int("n_head"), " heads");
-      auto block = std::make_unique<TransformerBlock>(dev, shape, a.need_int("n_head"), dropout_arg(a),
-                                                      a.get_int("n_layer", 1), i);
+                         shape[1], " does not split into n_head=", n_head, " heads");
+      auto block = std::make_unique<TransformerBlock>(dev, shape, n_head, dropout_arg(a), a.positive("n_layer", 1), i);
       built.macs = block->macs_per_sample();
       layer = std::move(block);
     } else if (ls.type == "layernorm") {
-      layer = std::make_unique<LayerNorm>(dev, shape, static_cast<float>(a.get("eps", 1e-5)));
+      const double eps = a.get("eps", 1e-5);
+      if (!(eps > 0.0))
+        TANDEM_FAIL_HINT("give eps= a small positive number (1e-5 is torch's default)", "layernorm layer at ", ls.where,
+                         ": eps must be > 0, got ", eps);
+      layer = std::make_unique<LayerNorm>(dev, shape, static_cast<float>(eps));
     } else if (ls.type == "lm_head") {
       if (shape.size() != 2)
         TANDEM_FAIL_HINT("put it after the transformer blocks", "lm_head layer at ", ls.where,
                          " needs a [seq, n_embd] input, got ", shape_str(shape));
       Embedding* tied = a.get("tied", 1) != 0 ? nearest_embedding(out, ls) : nullptr;
-      const int vocab = tied ? tied->vocab() : a.get_int("vocab", classes);
+      const int vocab = tied ? tied->vocab() : a.positive("vocab", classes);
       if (tied && tied->n_embd() != shape[1])
         TANDEM_FAIL_HINT("end the blocks at the embedding's width, or write lm_head{tied = false}", "tied lm_head at ",
                          ls.where, " gets ", shape[1], " features but its embedding has n_embd ", tied->n_embd());

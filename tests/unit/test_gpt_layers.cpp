@@ -472,6 +472,13 @@ BOOST_AUTO_TEST_CASE(gpt_builder_errors_name_the_layer) {
   spec.layers[1].args["n_head"] = 3;
   CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "does not split into n_head=3");
   spec = tiny_gpt();
+  spec.layers[2].args["n_layer"] = 0;
+  CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }),
+                 "transformer_block layer at gpt.lua:2: argument 'n_layer' must be >= 1, got 0");
+  spec = tiny_gpt();
+  spec.layers[3].args["eps"] = 0;
+  CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "layernorm layer at gpt.lua:3: eps must be > 0");
+  spec = tiny_gpt();
   spec.layers[0].args["dropout"] = 1.0;
   CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "embedding layer at gpt.lua:1: dropout must be in [0, 1)");
   spec.input = {kSeq, kEmbd};

@@ -488,3 +488,57 @@ BOOST_AUTO_TEST_CASE(gpt_builder_errors_name_the_layer) {
   Model untied(dev(), spec, 1);  // an own weight needs no embedding
   BOOST_TEST(untied.param_count() == 2u * kEmbd + kVocab * kEmbd);
 }
+
+// GPT-2's init makes the first prediction nearly uniform: the loss per token starts
+// near ln(vocab), a little above (logits of std about 0.02 sqrt(n_embd) = 0.23 add
+// about var/2, and the tied head raises the input token's own logit). The default
+// models/gpt.lua size, one step forward and back.
+BOOST_AUTO_TEST_CASE(default_size_gpt_starts_near_uniform_prediction) {
+  ModelSpec spec;
+  spec.name = "gpt";
+  spec.input = {64};
+  spec.classes = 256;
+  spec.layers = {{"embedding", {{"n_embd", 128}, {"seq_len", 64}}, "gpt.lua:1"},
+                 {"transformer_block", {{"n_head", 4}, {"n_layer", 2}}, "gpt.lua:2"},
+                 {"transformer_block", {{"n_head", 4}, {"n_layer", 2}}, "gpt.lua:2"},
+                 {"layernorm", {}, "gpt.lua:3"},
+                 {"lm_head", {}, "gpt.lua:4"}};
+  Model model(dev(), spec, 1);
+  const int n = 3;
+  Tensor x = random_tokens(n, 64, 256, 2);
+  Rng rng(3);
+  std::vector<int32_t> labels(n * 64);
+  for (auto& l : labels) l = static_cast<int32_t>(rng.below(256));
+  StepContext ctx;
+  const double loss = loss_and_grad(model, x, labels.data(), ctx) / labels.size();
+  BOOST_TEST(loss > std::log(256.0) - 0.01);
+  BOOST_TEST(loss < std::log(256.0) + 0.15);
+  double norm = 0.0;
+  for (float g : model.grads().to_host()) norm += double(g) * g;
+  BOOST_TEST(std::isfinite(norm));
+  BOOST_TEST(norm > 0.0);
+}
+
+// The image layers' no-decay ranges: biases, batch norms, inside residual blocks too.
+BOOST_AUTO_TEST_CASE(param_groups_leave_biases_and_norms_out_of_decay) {
+  ModelSpec spec;
+  spec.name = "small-resnet";
+  spec.input = {2, 4, 4};
+  spec.classes = 3;
+  LayerSpec block{"residual", {}, "r.lua:2"};
+  block.body = {{"conv2d", {{"out_channels", 2}, {"kernel", 3}, {"padding", 1}, {"bias", 0}}, "r.lua:3"},
+                {"batchnorm", {}, "r.lua:4"}};
+  spec.layers = {{"conv2d", {{"out_channels", 2}, {"kernel", 1}}, "r.lua:1"},  // 4 weights, 2 biases
+                 block,                                                          // 36 weights, 4 bn
+                 {"flatten", {}, "r.lua:5"},
+                 {"linear", {{"out", 3}}, "r.lua:6"}};                           // 96 weights, 3 biases
+  Model model(dev(), spec, 1);
+  const auto groups = model.param_groups();
+  const std::vector<std::pair<size_t, bool>> expected{{4, true},  {2, false}, {36, true},
+                                                      {4, false}, {96, true}, {3, false}};
+  BOOST_REQUIRE_EQUAL(groups.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    BOOST_TEST(groups[i].count == expected[i].first, "group " << i);
+    BOOST_TEST(groups[i].decay == expected[i].second, "group " << i);
+  }
+}

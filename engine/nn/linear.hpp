@@ -18,6 +18,8 @@ public:
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
 
 private:
   int64_t in_, out_;

@@ -93,14 +93,12 @@ void TransformerBlock::init_params(Rng& rng) {
   const float std = 0.02f, resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(n_layer_));
   float* at = params_;
   for (Layer* l : parts_) {
-    if (auto* lin = dynamic_cast<Linear*>(l)) {
-      // A Linear's share is W [out, in] then b [out].
-      const size_t bias = lin == &qkv_ ? 3 * C_ : lin == &fc1_ ? 4 * C_ : C_;
-      const size_t weights = lin->param_count() - bias;
+    if (const auto* lin = dynamic_cast<const Linear*>(l)) {  // W [out, in], then b [out]
+      const size_t weights = static_cast<size_t>(lin->in() * lin->out());
       init_normal(dev_, at, weights, lin == &proj_ || lin == &fc2_ ? resid_std : std, rng);
-      dev_.fill(at + weights, bias, 0.0f);
+      dev_.fill(at + weights, static_cast<size_t>(lin->out()), 0.0f);
     } else {
-      l->init_params(rng);
+      l->init_params(rng);  // a layer norm: gamma 1, beta 0
     }
     at += l->param_count();
   }

@@ -53,8 +53,9 @@ public:
 
 private:
   enum Site : uint64_t { attn_site = 1, resid_attn_site = 2, resid_mlp_site = 3 };
-  // Dropout of rows = samples of `cols` values at `site`, forward and backward being
-  // the same map; out may alias in. A no-op copy when dropout is off.
+  // Dropout over n rows (samples) of `cols` values at `site`, keyed by the samples'
+  // global positions; forward and backward are the same map, and out may alias in.
+  // Called only when the step drops (dropped_).
   void drop(const float* in, float* out, int n, int64_t cols, Site site, const StepContext& ctx);
   // Adds a residual branch to the stream, through the site's dropout (into `buf`)
   // when it is on.

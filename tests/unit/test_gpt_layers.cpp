@@ -149,6 +149,14 @@ double loss_only(Model& model, const Tensor& x, const int32_t* labels, const Ste
   return loss.forward(model.forward(x, ctx), labels, false).loss_sum;
 }
 
+// The first groups are `expected` (count, decay) in order.
+void check_groups(const std::vector<ParamRange>& groups, const std::vector<std::pair<size_t, bool>>& expected) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    BOOST_TEST(groups[i].count == expected[i].first, "group " << i);
+    BOOST_TEST(groups[i].decay == expected[i].second, "group " << i);
+  }
+}
+
 // GPT-2's block on one sample x [seq, C], in double, straight from the definition,
 // with the parameters in the order transformer_block.hpp documents.
 std::vector<double> reference_block(const std::vector<float>& p, const std::vector<float>& x, int seq, int C,
@@ -442,10 +450,7 @@ BOOST_AUTO_TEST_CASE(tiny_gpt_param_groups_and_layout) {
                                                       {4 * C * C, true}, {4 * C, false}, {4 * C * C, true},
                                                       {C + 2 * C, false}};
   BOOST_REQUIRE(groups.size() > expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    BOOST_TEST(groups[i].count == expected[i].first, "group " << i);
-    BOOST_TEST(groups[i].decay == expected[i].second, "group " << i);
-  }
+  check_groups(groups, expected);
   BOOST_TEST(!groups.back().decay);  // the final layer norm (the tied head owns nothing)
   BOOST_TEST(groups.back().count == C + 2 * C);
 }
@@ -465,22 +470,23 @@ BOOST_AUTO_TEST_CASE(gpt_builder_errors_name_the_layer) {
   ModelSpec spec = tiny_gpt();
   spec.layers.erase(spec.layers.begin());  // no embedding: the blocks get [5] token ids
   CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "transformer_block layer at gpt.lua:2 needs a [seq, n_embd]");
-  spec = tiny_gpt();
-  spec.layers[0].args["seq_len"] = 4;
-  CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "embedding layer at gpt.lua:1 with seq_len=4 got input [5]");
-  spec = tiny_gpt();
-  spec.layers[1].args["n_head"] = 3;
-  CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "does not split into n_head=3");
-  spec = tiny_gpt();
-  spec.layers[2].args["n_layer"] = 0;
-  CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }),
-                 "transformer_block layer at gpt.lua:2: argument 'n_layer' must be >= 1, got 0");
-  spec = tiny_gpt();
-  spec.layers[3].args["eps"] = 0;
-  CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "layernorm layer at gpt.lua:3: eps must be > 0");
-  spec = tiny_gpt();
-  spec.layers[0].args["dropout"] = 1.0;
-  CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "embedding layer at gpt.lua:1: dropout must be in [0, 1)");
+  struct BadArg {
+    size_t layer;
+    const char* arg;
+    double value;
+    const char* message;
+  };
+  for (const BadArg& bad : {
+           BadArg{0, "seq_len", 4, "embedding layer at gpt.lua:1 with seq_len=4 got input [5]"},
+           BadArg{0, "dropout", 1, "embedding layer at gpt.lua:1: dropout must be in [0, 1)"},
+           BadArg{1, "n_head", 3, "does not split into n_head=3"},
+           BadArg{2, "n_layer", 0, "transformer_block layer at gpt.lua:2: argument 'n_layer' must be >= 1, got 0"},
+           BadArg{3, "eps", 0, "layernorm layer at gpt.lua:3: eps must be > 0"},
+       }) {
+    spec = tiny_gpt();
+    spec.layers[bad.layer].args[bad.arg] = bad.value;
+    CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), bad.message);
+  }
   spec.input = {kSeq, kEmbd};
   spec.layers = {{"layernorm", {}, "m.lua:1"}, {"lm_head", {}, "m.lua:2"}};
   CHECK_CONTAINS(error_of([&] { Model(dev(), spec, 1); }), "tied lm_head at m.lua:2 has no embedding before it");
@@ -537,8 +543,5 @@ BOOST_AUTO_TEST_CASE(param_groups_leave_biases_and_norms_out_of_decay) {
   const std::vector<std::pair<size_t, bool>> expected{{4, true},  {2, false}, {36, true},
                                                       {4, false}, {96, true}, {3, false}};
   BOOST_REQUIRE_EQUAL(groups.size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    BOOST_TEST(groups[i].count == expected[i].first, "group " << i);
-    BOOST_TEST(groups[i].decay == expected[i].second, "group " << i);
-  }
+  check_groups(groups, expected);
 }

@@ -28,6 +28,9 @@ public:
   const Shape& output_shape() const override { return shape_; }
   size_t param_count() const override { return 2 * static_cast<size_t>(channels_); }
   void bind(float* params, float* grads) override;
+  void no_decay_ranges(std::vector<std::pair<size_t, size_t>>& out, size_t base) const override {
+    out.emplace_back(base, param_count());  // gamma and beta
+  }
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;

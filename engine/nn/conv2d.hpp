@@ -13,6 +13,9 @@ public:
   const Shape& output_shape() const override { return out_shape_; }
   size_t param_count() const override { return static_cast<size_t>(weight_count() + (bias_ ? oc_ : 0)); }
   void bind(float* params, float* grads) override;
+  void no_decay_ranges(std::vector<std::pair<size_t, size_t>>& out, size_t base) const override {
+    if (bias_) out.emplace_back(base + static_cast<size_t>(weight_count()), static_cast<size_t>(oc_));
+  }
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;

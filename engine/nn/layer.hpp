@@ -73,5 +73,7 @@ protected:
 // Fills [p, p+n) with U(-bound, bound): torch's default init for Linear and Conv2d
 // (kaiming_uniform with a = sqrt(5) gives bound = 1/sqrt(fan_in)).
 void init_uniform(Device& dev, float* p, size_t n, float bound, Rng& rng);
+// Fills [p, p+n) with N(0, stddev^2): GPT-2's init for embeddings and projections.
+void init_normal(Device& dev, float* p, size_t n, float stddev, Rng& rng);
 
 }  // namespace tandem

@@ -15,7 +15,9 @@ struct LossResult {
 
 class SoftmaxCrossEntropy {
 public:
-  // labels: host or device int32 per row, in the logits' device memory space.
+  // logits: [n, classes], or [n, seq, classes] for a sequence model (a row per
+  // position). labels: host or device int32 per row (n, or n * seq), in the logits'
+  // device memory space.
   // Fills the gradient (softmax - onehot) when `with_grad`.
   LossResult forward(const Tensor& logits, const int32_t* labels, bool with_grad);
   const Tensor& grad() const { return dlogits_; }

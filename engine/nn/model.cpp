@@ -9,10 +9,14 @@
 #include "engine/nn/avgpool.hpp"
 #include "engine/nn/batchnorm.hpp"
 #include "engine/nn/conv2d.hpp"
+#include "engine/nn/embedding.hpp"
+#include "engine/nn/layernorm.hpp"
 #include "engine/nn/linear.hpp"
+#include "engine/nn/lm_head.hpp"
 #include "engine/nn/maxpool2d.hpp"
 #include "engine/nn/residual.hpp"
 #include "engine/nn/shape_ops.hpp"
+#include "engine/nn/transformer_block.hpp"
 
 namespace tandem {
 
@@ -33,6 +37,14 @@ struct Args {
   }
   int need_int(const char* key) const { return as_int(key, need(key)); }
   int get_int(const char* key, int fallback) const { return as_int(key, get(key, fallback)); }
+  // A size: an integer >= 1 (`fallback` when absent, if given).
+  int positive(const char* key, int fallback = 0) const {
+    const int v = fallback > 0 ? get_int(key, fallback) : need_int(key);
+    if (v < 1)
+      TANDEM_FAIL_HINT("give " + std::string(key) + "= a positive integer", spec.type, " layer at ", spec.where,
+                       ": argument '", key, "' must be >= 1, got ", v);
+    return v;
+  }
   int as_int(const char* key, double v) const {
     if (v != std::floor(v) || std::abs(v) > 1e9)
       TANDEM_FAIL(spec.type, " layer at ", spec.where, ": argument '", key, "' must be an integer, got ", v);
@@ -48,9 +60,27 @@ struct BuiltLayer {
   bool has_params = false;
 };
 
+// The embedding a tied lm_head shares its weight with: the nearest one before it in
+// the same list.
+Embedding* nearest_embedding(const std::vector<BuiltLayer>& before, const LayerSpec& ls) {
+  for (size_t j = before.size(); j-- > 0;)
+    if (auto* e = dynamic_cast<Embedding*>(before[j].layer.get())) return e;
+  TANDEM_FAIL_HINT("put an embedding before it in the same layer list, or write lm_head{tied = false}",
+                   "tied lm_head at ", ls.where, " has no embedding before it to share the weight with");
+}
+
+float dropout_arg(const Args& a) {
+  const double p = a.get("dropout", 0.0);
+  if (!(p >= 0.0 && p < 1.0))
+    TANDEM_FAIL_HINT("give dropout= a probability in [0, 1)", a.spec.type, " layer at ", a.spec.where,
+                     ": dropout must be in [0, 1), got ", p);
+  return static_cast<float>(p);
+}
+
 // The layers of `specs`, in order, for inputs of `shape` (updated to the output
 // shape of the last). A residual block builds its body and shortcut the same way.
-std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& specs, Shape& shape) {
+// classes: the data's, the default vocabulary of an embedding or lm_head.
+std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& specs, Shape& shape, int classes) {
   std::vector<BuiltLayer> out;
   for (size_t i = 0; i < specs.size(); ++i) {
     BuiltLayer built;
@@ -104,7 +134,7 @@ std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& 
       LayerList body, shortcut;
       for (auto* part : {&ls.body, &ls.shortcut}) {
         const bool is_body = part == &ls.body;
-        for (BuiltLayer& b : build_layers(dev, *part, is_body ? body_shape : short_shape)) {
+        for (BuiltLayer& b : build_layers(dev, *part, is_body ? body_shape : short_shape, classes)) {
           built.macs += b.macs;
           (is_body ? body : shortcut).push_back(std::move(b.layer));
         }
@@ -114,9 +144,45 @@ std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& 
       layer = std::make_unique<Flatten>(dev, shape);
     } else if (ls.type == "dropout") {
       layer = std::make_unique<Dropout>(dev, shape, static_cast<float>(a.need("p")), i);
+    } else if (ls.type == "embedding") {
+      const int seq_len = a.positive("seq_len");
+      if (shape.size() != 1 || shape[0] > seq_len)
+        TANDEM_FAIL_HINT("feed it token sequences of at most seq_len tokens (data.shape = {seq})", "embedding layer at ",
+                         ls.where, " with seq_len=", seq_len, " got input ", shape_str(shape));
+      layer = std::make_unique<Embedding>(dev, shape, a.positive("vocab", classes), a.positive("n_embd"), seq_len,
+                                          dropout_arg(a), i);
+    } else if (ls.type == "transformer_block") {
+      if (shape.size() != 2)
+        TANDEM_FAIL_HINT("put it after an embedding", "transformer_block layer at ", ls.where,
+                         " needs a [seq, n_embd] input, got ", shape_str(shape));
+      const int n_head = a.positive("n_head");
+      if (shape[1] % n_head != 0)
+        TANDEM_FAIL_HINT("choose n_head dividing n_embd", "transformer_block layer at ", ls.where, ": n_embd ",
+                         shape[1], " does not split into n_head=", n_head, " heads");
+      auto block = std::make_unique<TransformerBlock>(dev, shape, n_head, dropout_arg(a), a.positive("n_layer", 1), i);
+      built.macs = block->macs_per_sample();
+      layer = std::move(block);
+    } else if (ls.type == "layernorm") {
+      const double eps = a.get("eps", 1e-5);
+      if (!(eps > 0.0))
+        TANDEM_FAIL_HINT("give eps= a small positive number (1e-5 is torch's default)", "layernorm layer at ", ls.where,
+                         ": eps must be > 0, got ", eps);
+      layer = std::make_unique<LayerNorm>(dev, shape, static_cast<float>(eps));
+    } else if (ls.type == "lm_head") {
+      if (shape.size() != 2)
+        TANDEM_FAIL_HINT("put it after the transformer blocks", "lm_head layer at ", ls.where,
+                         " needs a [seq, n_embd] input, got ", shape_str(shape));
+      Embedding* tied = a.get("tied", 1) != 0 ? nearest_embedding(out, ls) : nullptr;
+      const int vocab = tied ? tied->vocab() : a.positive("vocab", classes);
+      if (tied && tied->n_embd() != shape[1])
+        TANDEM_FAIL_HINT("end the blocks at the embedding's width, or write lm_head{tied = false}", "tied lm_head at ",
+                         ls.where, " gets ", shape[1], " features but its embedding has n_embd ", tied->n_embd());
+      layer = std::make_unique<LmHead>(dev, shape, vocab, tied);
+      built.macs = static_cast<double>(shape[0]) * shape[1] * vocab;
     } else {
-      TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, batchnorm, avgpool, residual, flatten or dropout", "unknown layer type '", ls.type,
-                       "' at ", ls.where);
+      TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, batchnorm, avgpool, residual, flatten, dropout, "
+                       "embedding, transformer_block, layernorm or lm_head",
+                       "unknown layer type '", ls.type, "' at ", ls.where);
     }
     built.has_params = layer->param_count() > 0;
     shape = layer->output_shape();
@@ -131,7 +197,7 @@ std::vector<BuiltLayer> build_model_layers(Device& dev, const ModelSpec& spec) {
   TANDEM_CHECK_HINT(!spec.layers.empty(), "return nn.model{layers = {...}} from the model file", "model '",
                     spec.name, "' has no layers");
   Shape shape = spec.input;
-  std::vector<BuiltLayer> built = build_layers(dev, spec.layers, shape);
+  std::vector<BuiltLayer> built = build_layers(dev, spec.layers, shape, spec.classes);
   if (shape_numel(shape) != spec.classes && (shape.size() < 2 || shape.back() != spec.classes))
     TANDEM_FAIL_HINT("make the last layer produce one value per class (a sequence model: one per class at every "
                      "position)", "model '", spec.name, "' ends in ", shape_str(shape), " but the data set has ",

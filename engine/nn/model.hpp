@@ -34,7 +34,8 @@ public:
   // and initialises the parameters deterministically from `seed`.
   Model(Device& dev, const ModelSpec& spec, uint64_t seed);
 
-  // x: [batch, ...input]. Returns logits [batch, classes].
+  // x: [batch, ...input]. Returns logits [batch, classes] ([batch, seq, classes] for a
+  // language model: engine/nn/lm_head.hpp).
   const Tensor& forward(const Tensor& x, const StepContext& ctx);
   // dlogits: gradient of the loss w.r.t. the logits of the last forward (modified in
   // place). Overwrites the gradient buffer.

@@ -69,6 +69,14 @@ void Residual::bind(float* params, float* grads) {
     }
 }
 
+void Residual::no_decay_ranges(std::vector<std::pair<size_t, size_t>>& out, size_t base) const {
+  for (auto* list : {&body_, &shortcut_})
+    for (auto& l : *list) {
+      l->no_decay_ranges(out, base);
+      base += l->param_count();
+    }
+}
+
 void Residual::init_params(Rng& rng) {
   for (auto* list : {&body_, &shortcut_})
     for (auto& l : *list) l->init_params(rng);

@@ -22,6 +22,7 @@ public:
   size_t param_count() const override;
   double buffer_floats_per_sample() const override;
   void bind(float* params, float* grads) override;
+  void no_decay_ranges(std::vector<std::pair<size_t, size_t>>& out, size_t base) const override;
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;

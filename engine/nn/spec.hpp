@@ -12,9 +12,13 @@ namespace tandem {
 
 struct LayerSpec {
   // linear | relu | conv2d | maxpool2d | batchnorm | avgpool | residual | flatten | dropout
+  // | embedding | transformer_block | layernorm | lm_head
   std::string type;
   // Numeric arguments by name: linear{out, in?, bias}, conv2d{out_channels, kernel,
-  // stride, padding, in_channels?, bias}, maxpool2d{kernel, stride}, dropout{p}.
+  // stride, padding, in_channels?, bias}, maxpool2d{kernel, stride}, dropout{p};
+  // a GPT's: embedding{n_embd, seq_len, vocab? (the classes), dropout?},
+  // transformer_block{n_head, dropout?, n_layer? (scales the init)}, layernorm{eps?},
+  // lm_head{tied? (1: shares the nearest earlier embedding's weight), vocab? (untied)}.
   // Booleans are stored as 0/1.
   std::map<std::string, double> args;
   // Where the layer was written (file:line), so a bad argument points at the source.

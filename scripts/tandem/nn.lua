@@ -12,7 +12,8 @@
 local nn = {}
 
 -- Layer types the engine builds, with the options each constructor accepts.
-nn.layer_types = { 'linear', 'relu', 'conv2d', 'maxpool2d', 'batchnorm', 'avgpool', 'residual', 'flatten', 'dropout' }
+nn.layer_types = { 'linear', 'relu', 'conv2d', 'maxpool2d', 'batchnorm', 'avgpool', 'residual', 'flatten', 'dropout',
+                   'embedding', 'transformer_block', 'layernorm', 'lm_head' }
 
 local this_source = debug.getinfo(1, 'S').source
 -- The tandem Lua library (scripts/tandem/): its frames are never the user's line.
@@ -119,6 +120,13 @@ local function flag(ctor, name, v, default)
   if v == nil then v = default end
   if type(v) ~= 'boolean' then fail("nn.%s: '%s' must be true or false, got %s", ctor, name, show(v)) end
   return v and 1 or 0
+end
+
+local function probability(ctor, name, v)
+  if not (type(v) == 'number' and v >= 0 and v < 1) then
+    fail("nn.%s: '%s' must be a number in [0, 1), got %s", ctor, name, show(v))
+  end
+  return v
 end
 
 local function no_arguments(ctor, n)
@@ -245,10 +253,65 @@ end
 function nn.dropout(p)
   local where = caller_where()
   if type(p) == 'table' then p = check_options('dropout', p, { 'p' }).p end
-  if not (type(p) == 'number' and p >= 0 and p < 1) then
-    fail("nn.dropout: 'p' must be a number in [0, 1), got %s", show(p))
+  local l = layer('dropout', { p = probability('dropout', 'p', p) }, where)
+  return l
+end
+
+-- A GPT's layers (models/gpt.lua; engine/nn/transformer_block.hpp has the block's
+-- parameter layout).
+
+-- nn.embedding{n_embd = ..., seq_len = ..., vocab = classes, dropout = 0}: token plus
+-- position embedding of [seq] token ids (seq <= seq_len) to [seq, n_embd], then
+-- dropout. vocab defaults to the data set's classes.
+function nn.embedding(opts)
+  local where = caller_where()
+  opts = check_options('embedding', opts, { 'n_embd', 'seq_len', 'vocab', 'dropout' })
+  local args = {
+    n_embd = positive_int('embedding', 'n_embd', opts.n_embd),
+    seq_len = positive_int('embedding', 'seq_len', opts.seq_len),
+    dropout = probability('embedding', 'dropout', opts.dropout == nil and 0 or opts.dropout),
+  }
+  if opts.vocab ~= nil then args.vocab = positive_int('embedding', 'vocab', opts.vocab) end
+  local l = layer('embedding', args, where)
+  return l
+end
+
+-- nn.transformer_block{n_head = ..., dropout = 0, n_layer = 1}: a GPT-2 pre-norm block
+-- with causal self-attention on [seq, n_embd]; n_head must divide n_embd. n_layer
+-- (the model's number of blocks) scales the init of the residual projections.
+function nn.transformer_block(opts)
+  local where = caller_where()
+  opts = check_options('transformer_block', opts, { 'n_head', 'dropout', 'n_layer' })
+  local l = layer('transformer_block', {
+    n_head = positive_int('transformer_block', 'n_head', opts.n_head),
+    dropout = probability('transformer_block', 'dropout', opts.dropout == nil and 0 or opts.dropout),
+    n_layer = positive_int('transformer_block', 'n_layer', opts.n_layer == nil and 1 or opts.n_layer),
+  }, where)
+  return l
+end
+
+-- nn.layernorm([{eps = 1e-5}]): layer normalisation over the last dimension.
+function nn.layernorm(opts)
+  local where = caller_where()
+  opts = check_options('layernorm', opts, { 'eps' })
+  local eps = opts.eps == nil and 1e-5 or opts.eps
+  if not (type(eps) == 'number' and eps > 0) then fail("nn.layernorm: 'eps' must be a number > 0, got %s", show(eps)) end
+  local l = layer('layernorm', { eps = eps }, where)
+  return l
+end
+
+-- nn.lm_head([{tied = true, vocab = classes}]): logits [seq, vocab] from [seq, n_embd].
+-- tied (GPT-2): shares the weight of the nearest embedding before it; otherwise an
+-- own weight of vocab rows (vocab defaults to the data set's classes).
+function nn.lm_head(opts)
+  local where = caller_where()
+  opts = check_options('lm_head', opts, { 'tied', 'vocab' })
+  local args = { tied = flag('lm_head', 'tied', opts.tied, true) }
+  if opts.vocab ~= nil then
+    if args.tied == 1 then fail("nn.lm_head: 'vocab' is the embedding's when tied; give it only with tied = false") end
+    args.vocab = positive_int('lm_head', 'vocab', opts.vocab)
   end
-  local l = layer('dropout', { p = p }, where)
+  local l = layer('lm_head', args, where)
   return l
 end
 

@@ -1,0 +1,57 @@
+-- A GPT-2 style language model (Radford et al., 2019; nanoGPT's layout): token and
+-- position embedding, n_layer pre-norm transformer blocks with causal self-attention,
+-- a final layer norm and an output projection tied to the token embedding. Every
+-- position predicts the next token: the logits are [seq, vocab] per sample and the
+-- labels one token per position (the data gives sample shape {seq} and the vocab as
+-- its classes, 256 for byte tokens).
+-- model_args: n_layer (default 2), n_head (4), n_embd (128), seq_len (the input's
+-- length; 64 without one; the input may be shorter, never longer), dropout (0: embd,
+-- attention and residual dropout, as GPT-2's pdrop), vocab (the data's classes; must
+-- equal them, as the tied head predicts one of vocab tokens).
+-- The parameter layout (what a PyTorch replay follows) is in
+-- engine/nn/transformer_block.hpp.
+local nn = require 'tandem.nn'
+
+return function(args)
+  local function int_arg(name, default)
+    local v = args[name]
+    if v == nil then return default end
+    if type(v) ~= 'number' or v ~= math.floor(v) or v < 1 then
+      error(string.format('gpt: model_args.%s must be a positive integer, got %s', name, tostring(v)), 2)
+    end
+    return v
+  end
+  local n_layer, n_head, n_embd = int_arg('n_layer', 2), int_arg('n_head', 4), int_arg('n_embd', 128)
+  local input = args.input
+  local length = type(input) == 'table' and input[1] or nil
+  if type(input) == 'table' and #input ~= 1 then
+    error(string.format('gpt: the data must give token sequences (sample shape {seq}), got a shape of %d dimensions',
+                        #input), 2)
+  end
+  local seq_len = int_arg('seq_len', length or 64)
+  if length and length > seq_len then
+    error(string.format('gpt: the data gives sequences of %d tokens but model_args.seq_len is %d; raise seq_len or '
+                          .. 'shorten data sequences', length, seq_len), 2)
+  end
+  local vocab = int_arg('vocab', args.classes)
+  if vocab ~= args.classes then
+    error(string.format('gpt: model_args.vocab = %s but the data has %s classes; the tied head predicts one of vocab '
+                          .. 'tokens, so leave vocab out (it defaults to the classes)', tostring(vocab),
+                        tostring(args.classes)), 2)
+  end
+  if n_embd % n_head ~= 0 then
+    error(string.format('gpt: model_args.n_head = %d does not divide n_embd = %d', n_head, n_embd), 2)
+  end
+  local dropout = args.dropout or 0
+  if type(dropout) ~= 'number' or dropout < 0 or dropout >= 1 then
+    error('gpt: model_args.dropout must be a number in [0, 1), got ' .. tostring(dropout), 2)
+  end
+
+  local layers = { nn.embedding { n_embd = n_embd, seq_len = seq_len, vocab = vocab, dropout = dropout } }
+  for _ = 1, n_layer do
+    layers[#layers + 1] = nn.transformer_block { n_head = n_head, dropout = dropout, n_layer = n_layer }
+  end
+  layers[#layers + 1] = nn.layernorm()
+  layers[#layers + 1] = nn.lm_head { tied = true }
+  return nn.model { name = 'gpt', layers = layers }
+end

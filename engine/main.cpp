@@ -161,8 +161,8 @@ int cmd_sim(const std::vector<std::string>& args) {
   if (cfg.emulation.calibration) {
     machine = *cfg.emulation.calibration;
   } else {
-    tandem::Sgd sgd(tandem::cpu_device(), model.param_count(), cfg.optimizer);
-    tandem::TrainStep step(model, sgd);
+    const auto optimizer = tandem::make_optimizer(tandem::cpu_device(), model, cfg.optimizer);
+    tandem::TrainStep step(model, *optimizer, cfg.accumulate);
     tandem::BatchLoader loader(*data, sampler, tandem::cpu_device());
     machine = tandem::calibrate_compute(step, loader, cfg.global_batch, model, cfg.optimizer);
   }
@@ -196,8 +196,8 @@ int cmd_profile(const std::vector<std::string>& args) {
   auto data = tandem::make_dataset(cfg.data, /*train=*/true);
   tandem::GlobalSampler sampler(data->size(), cfg.global_batch, cfg.seed);
   tandem::Model model(dev, cfg.model, cfg.seed);
-  tandem::Sgd sgd(dev, model.param_count(), cfg.optimizer);
-  tandem::TrainStep step(model, sgd);
+  const auto optimizer = tandem::make_optimizer(dev, model, cfg.optimizer);
+  tandem::TrainStep step(model, *optimizer, cfg.accumulate);
   tandem::BatchLoader loader(*data, sampler, dev);
   const tandem::DeviceProfile p = tandem::calibrate_compute(step, loader, cfg.global_batch, model, cfg.optimizer);
   auto list = [](const std::vector<double>& v) {

@@ -46,6 +46,7 @@ PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
   for (int r = 0; r < workers; ++r) c.devices.push_back(describe_device(cfg, r));
   c.params_json = cfg.policy.params_json;
   c.history = cfg.policy.history;
+  c.bsp_only = bsp_only_reason(cfg);
   const int64_t lo = std::accumulate(c.min_batch.begin(), c.min_batch.end(), int64_t{0});
   const int64_t hi = std::accumulate(c.max_batch.begin(), c.max_batch.end(), int64_t{0});
   TANDEM_CHECK_HINT(lo <= cfg.global_batch && hi >= cfg.global_batch,
@@ -58,6 +59,8 @@ PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
 std::string plan_problem(const PolicyAnswer& answer, const PolicyCluster& c) {
   std::string problem = plan_problem(answer.local_batch, c);
   if (!problem.empty()) return problem;
+  if (answer.sync.mode != SyncMode::bsp && !c.bsp_only.empty())
+    return "sync mode " + std::string(sync_mode_name(answer.sync.mode)) + " refused: " + c.bsp_only;
   try {
     Plan{answer.local_batch, answer.sync}.validate(c.workers, c.global_batch);
   } catch (const std::exception& e) {

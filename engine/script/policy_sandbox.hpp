@@ -36,6 +36,7 @@ struct PolicyCluster {
   std::vector<std::string> devices;           // per worker, a label for the device
   std::string params_json = "{}";             // cluster.params
   int history = 20;                           // iterations kept in stats.history
+  std::string bsp_only;  // why the run trains with bsp only ("": any sync mode; plan.hpp bsp_only_reason)
 };
 
 // What one step(stats) returned.

@@ -152,6 +152,8 @@ struct ExperimentConfig {
   ModelSpec model;
   DataConfig data;
   int64_t global_batch = 64;
+  // Micro-batches per worker and step (gradient accumulation, engine/train/step.hpp).
+  int64_t accumulate = 1;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   StopConfig stop;

@@ -220,4 +220,11 @@ bool stats_record_fits(const WorkerStats& w, int rank, int world) {
          known_sync_mode(w.sync_mode) && w.local_batch >= 0;
 }
 
+std::string bsp_only_reason(const ExperimentConfig& cfg) {
+  if (cfg.optimizer.name != "sgd") return "optimizer = '" + cfg.optimizer.name + "' trains with bsp only";
+  if (cfg.optimizer.clip_grad_norm > 0) return "clip_grad_norm trains with bsp only";
+  if (cfg.data.name == "text") return "a language model (data.name = 'text') trains with bsp only";
+  return "";
+}
+
 }  // namespace tandem

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/train/config.hpp"
+
 namespace tandem {
 
 struct ExperimentConfig;
@@ -94,5 +96,11 @@ struct Plan {
   // of the engine (any plan must give the same training), not a balancing policy.
   static Plan random(int world_size, int64_t global_batch, uint64_t seed);
 };
+
+// Why this experiment trains with bsp only ("" when the relaxed modes may run): their
+// server and local steps are plain SGD over a classifier's mean gradient, so AdamW,
+// clipping and a language model's per-token mean are bsp's. A policy's plan with
+// another mode is refused with this reason (the last good plan stays).
+std::string bsp_only_reason(const ExperimentConfig& cfg);
 
 }  // namespace tandem

@@ -1,20 +1,67 @@
 #include "engine/train/step.hpp"
 
+#include <algorithm>
+
 #include "engine/core/clock.hpp"
+#include "engine/core/error.hpp"
 
 namespace tandem {
 
-LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
+TrainStep::TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate)
+    : model_(model), optimizer_(optimizer), accumulate_(accumulate) {
+  TANDEM_CHECK_HINT(accumulate >= 1, "set accumulate to 1 or more", "accumulate = ", accumulate);
+}
+
+LossResult TrainStep::pass(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
   const LossResult r = loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true);
   model_.backward(loss_.grad(), ctx);
-  // The gradients are complete when this returns: the caller times the compute and
-  // hands the buffer to the all-reduce (a no-op on the CPU).
-  model_.device().synchronize();
   return r;
 }
 
+LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
+  const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
+  const int64_t parts = std::min<int64_t>(accumulate_, n);
+  LossResult total;
+  if (parts <= 1) {
+    total = pass(x, labels, ctx);
+  } else {
+    Device& dev = model_.device();
+    const size_t count = model_.param_count();
+    if (!grad_sum_.defined()) grad_sum_ = Tensor(dev, {static_cast<int64_t>(count)});
+    const int64_t per_sample = x.numel() / n, targets = model_.targets_per_sample();
+    Shape shape = x.shape();
+    for (int64_t k = 0; k < parts; ++k) {
+      const int64_t begin = n * k / parts, end = n * (k + 1) / parts;
+      shape[0] = end - begin;
+      const Tensor micro = Tensor::view_of(dev, x.data() + begin * per_sample, shape);
+      StepContext c = ctx;
+      c.first_sample = ctx.first_sample + begin;
+      const LossResult r = pass(micro, labels + begin * targets, c);
+      total.loss_sum += r.loss_sum;
+      total.correct += r.correct;
+      // backward() overwrites the model's gradients: the first part's become the sum.
+      if (k == 0)
+        dev.copy(grad_sum_.data(), model_.grads().data(), count);
+      else
+        dev.add_inplace(grad_sum_.data(), model_.grads().data(), count);
+    }
+    dev.copy(model_.grads().data(), grad_sum_.data(), count);
+  }
+  // The gradients are complete when this returns: the caller times the compute and
+  // hands the buffer to the all-reduce (a no-op on the CPU).
+  model_.device().synchronize();
+  return total;
+}
+
 void TrainStep::update(int64_t global_batch, double lr) {
-  sgd_.step(model_.params(), model_.grads(), lr, global_batch);
+  const double predictions = static_cast<double>(global_batch) * static_cast<double>(model_.targets_per_sample());
+  const double max_norm = optimizer_.config().clip_grad_norm;
+  // The gradient buffer is the all-reduced sum here: every rank, whatever its share,
+  // computes the same norm and clips the same.
+  const double grad_sq = max_norm > 0.0 ? model_.device().sum_squares(model_.grads().data(), model_.param_count())
+                                        : 0.0;
+  const double scale = gradient_scale(grad_sq, predictions, max_norm, max_norm > 0.0 ? &grad_norm_ : nullptr);
+  optimizer_.step(model_.params(), model_.grads(), lr, scale);
 }
 
 LossResult TrainStep::run(const Tensor& x, const int32_t* labels, int64_t global_batch, double lr,

@@ -1,12 +1,24 @@
 #pragma once
 // One training step of one worker over its local batch: forward, SUM loss, backward,
-// optimizer step. Shared by the trainer, the golden test and the benchmarks so all
-// three measure and check the same code.
+// optimizer step. Shared by the trainer, the golden tests and the benchmarks so all
+// of them measure and check the same code.
+//
+// Gradient accumulation: with accumulate = K the local batch is computed in K
+// micro-batches (sizes differing by at most one; fewer when the batch has fewer than
+// K samples) whose gradients are summed, so a worker whose share does not fit in
+// memory at once still takes it. Each micro-batch keeps its samples' positions in the
+// global batch (StepContext::first_sample), so dropout masks, and with them the
+// result, do not depend on K: the summed gradient is one pass's, to float rounding.
+//
+// The update divides the summed gradient by the predictions it stands for
+// (global_batch * targets_per_sample: the mean per sample, or per token for a
+// language model) and clips the mean gradient's global norm (clip_grad_norm), folded
+// into one scale factor (engine/nn/optimizer.hpp).
 #include <cstdint>
 
 #include "engine/nn/loss.hpp"
 #include "engine/nn/model.hpp"
-#include "engine/nn/sgd.hpp"
+#include "engine/nn/optimizer.hpp"
 
 namespace tandem {
 
@@ -17,21 +29,31 @@ struct StepTimes {
 
 class TrainStep {
 public:
-  TrainStep(Model& model, Sgd& sgd) : model_(model), sgd_(sgd) {}
-  // x: [local_batch, ...input]; labels: local_batch ints. `global_batch` is the number
-  // of samples the (summed) gradient stands for: the optimizer divides by it.
+  TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate = 1);
+  // x: [local_batch, ...input]; labels: local_batch * targets_per_sample ints.
+  // `global_batch` is the number of samples the (summed) gradient stands for.
   LossResult run(const Tensor& x, const int32_t* labels, int64_t global_batch, double lr, const StepContext& ctx,
                  StepTimes* times = nullptr);
   // The two halves of run(), for workers that all-reduce the gradient in between:
-  // forward + loss + backward (the gradient buffer then holds this worker's SUM) ...
+  // forward + loss + backward, in micro-batches (the gradient buffer then holds this
+  // worker's SUM) ...
   LossResult compute(const Tensor& x, const int32_t* labels, const StepContext& ctx);
   // ... and the update from the (summed) gradient of `global_batch` samples.
   void update(int64_t global_batch, double lr);
+  // The mean gradient's global norm before clipping, at the last update (0 until one
+  // ran, and when clipping is off: it is only computed for clipping).
+  double last_grad_norm() const { return grad_norm_; }
+  Optimizer& optimizer() { return optimizer_; }
 
 private:
+  LossResult pass(const Tensor& x, const int32_t* labels, const StepContext& ctx);
+
   Model& model_;
-  Sgd& sgd_;
+  Optimizer& optimizer_;
+  int64_t accumulate_;
   SoftmaxCrossEntropy loss_;
+  Tensor grad_sum_;  // accumulate > 1: the micro-batches' gradients summed
+  double grad_norm_ = 0.0;
 };
 
 }  // namespace tandem

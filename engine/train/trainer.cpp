@@ -15,7 +15,7 @@
 #include "engine/data/sampler.hpp"
 #include "engine/nn/lr_schedule.hpp"
 #include "engine/nn/model.hpp"
-#include "engine/nn/sgd.hpp"
+#include "engine/nn/optimizer.hpp"
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/boundary.hpp"
 #include "engine/train/checkpoint/run_checkpoints.hpp"
@@ -121,7 +121,7 @@ private:
   std::unique_ptr<GlobalSampler> sampler_;
   int64_t per_epoch_ = 0, total_ = 0;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<CommReducer> reducer_;
@@ -188,9 +188,15 @@ void Trainer::build_model() {
                     "model '", cfg_.model.name, "' makes ", model_->targets_per_sample(),
                     " prediction(s) per sample but data set '", train_set_->name(), "' has ",
                     train_set_->targets_per_sample(), " label(s) per sample");
-  sgd_ = std::make_unique<Sgd>(dev_, model_->param_count(), cfg_.optimizer);
+  // Batch norm's statistics are a micro-batch's under accumulation: neither one
+  // worker's batch (the guarantee of any split) nor a fixed number of collectives.
+  TANDEM_CHECK_HINT(cfg_.accumulate == 1 || model_->layer_state().empty(),
+                    "set accumulate = 1, or use a model without batch norm (model_args.batchnorm=false where it "
+                    "has one)", "accumulate = ", cfg_.accumulate, " cannot keep batch norm exact in model '",
+                    cfg_.model.name, "': its statistics would be each micro-batch's");
+  optimizer_ = make_optimizer(dev_, *model_, cfg_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, total_);
-  step_ = std::make_unique<TrainStep>(*model_, *sgd_);
+  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, cfg_.accumulate);
   reducer_ = std::make_unique<CommReducer>(comm_);
   gradients_ = std::make_unique<GradientSync>(*model_, comm_);
   loader_ = std::make_unique<BatchLoader>(*train_set_, *sampler_, dev_);
@@ -213,14 +219,14 @@ void Trainer::open_run() {
   // there leaves no empty run behind.
   summary_.run_dir = shared_run_dir(cfg_, comm_);
   if (rank_ == 0) log::add_file(summary_.run_dir + "/log.txt");  // before resuming: its messages belong there
-  checkpoints_ = std::make_unique<Checkpointer>(cfg_.checkpoint, summary_.run_dir, *model_, *sgd_);
+  checkpoints_ = std::make_unique<Checkpointer>(cfg_.checkpoint, summary_.run_dir, *model_, *optimizer_);
   // Injected faults happen once: a resumed run goes on past them.
   faults_ = std::make_unique<FaultInjector>(cfg_.resume ? std::vector<FaultConfig>{} : cfg_.faults, rank_);
 }
 
 // The training state a resumed run starts from (checkpoint/run_checkpoints.hpp).
 void Trainer::resume() {
-  const CheckpointState s = resume_from(summary_.run_dir, *model_, *sgd_, comm_);
+  const CheckpointState s = resume_from(summary_.run_dir, *model_, *optimizer_, comm_);
   checkpoints_->resumed_at(s.iteration, s.train_ms);
   first_ = s.iteration;
   progress_.version = s.version;
@@ -289,7 +295,7 @@ void Trainer::start_recording() {
 // clock counts.
 void Trainer::start_loop() {
   comm_.prepare_allreduce(gradients_->floats());
-  segments_ = std::make_unique<SegmentRunner>(cfg_, comm_, *model_, *sgd_, *step_, *loader_, *emulator_, machine_,
+  segments_ = std::make_unique<SegmentRunner>(cfg_, comm_, *model_, *optimizer_, *step_, *loader_, *emulator_, machine_,
                                               *schedule_);
   segments_->set_faults(faults_.get());
   summary_.stop_reason = "epochs";

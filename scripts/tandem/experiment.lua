@@ -79,11 +79,23 @@ M.schema = record {
                                                      .. 'evaluation' }),
   },
   global_batch = integer(64, { min = 1, doc = 'samples per iteration, summed over all workers' }),
-  optimizer = string_('sgd', { one_of = { 'sgd' } }),
+  optimizer = string_('sgd', { one_of = { 'sgd', 'adamw' },
+                               doc = "sgd (momentum, nesterov; weight decay on every parameter) or adamw "
+                                  .. "(torch.optim.AdamW: decoupled weight decay on weights and embeddings, none on "
+                                  .. "biases and norms; bsp sync only)" }),
   lr = number(0.05, { gt = 0, doc = 'peak learning rate' }),
-  momentum = number(0.9, { min = 0, lt = 1 }),
+  momentum = number(0.9, { min = 0, lt = 1, doc = 'sgd' }),
   weight_decay = number(0, { min = 0 }),
-  nesterov = boolean(false),
+  nesterov = boolean(false, { doc = 'sgd' }),
+  beta1 = number(0.9, { min = 0, lt = 1, doc = "adamw: the first moment's decay" }),
+  beta2 = number(0.999, { min = 0, lt = 1, doc = "adamw: the second moment's decay" }),
+  eps = number(1e-8, { gt = 0, max = 1, doc = "adamw: added to the second moment's square root" }),
+  clip_grad_norm = number(0, { min = 0, doc = "clip the mean gradient's global norm to this before each update "
+                                           .. '(0: no clipping); computed on the all-reduced gradient' }),
+  accumulate = integer(1, { min = 1, max = 1024, doc = 'micro-batches per worker and step: each worker computes its '
+                                                    .. 'local batch in this many parts and sums their gradients, '
+                                                    .. 'so a local batch that does not fit in memory at once still '
+                                                    .. 'trains (the memory caps grow by this factor)' }),
   schedule = record {
     kind = string_('constant', { one_of = { 'constant', 'step', 'cosine' } }),
     warmup_iterations = integer(0, { min = 0, doc = 'linear ramp from 0 to lr' }),
@@ -1002,6 +1014,18 @@ function M.resolve(exp, overrides, source, world)
 
   local sync = exp.sync
   per_worker('sync.groups', sync.groups, 'give one group number per worker, e.g. sync.groups = {1, 1, 2, 2}')
+  -- The relaxed modes' server and local steps are SGD over a classifier's mean
+  -- (engine/train/plan.hpp bsp_only_reason says the same at run time).
+  if sync.mode ~= 'bsp' then
+    local why = exp.optimizer ~= 'sgd' and "optimizer = '" .. exp.optimizer .. "'"
+             or exp.clip_grad_norm > 0 and 'clip_grad_norm'
+             or exp.data.name == 'text' and "data.name = 'text'"
+    if why then
+      fail(ctx, 'sync.mode', string.format("sync.mode = '%s' trains with SGD on a classifier only; %s trains bsp",
+                                           sync.mode, why),
+           "use sync.mode = 'bsp' (the default), or optimizer = 'sgd' without clip_grad_norm")
+    end
+  end
   if sync.groups and sync.mode == 'grouped' then
     local seen, top = {}, 0
     for _, g in ipairs(sync.groups) do seen[g], top = true, math.max(top, g) end

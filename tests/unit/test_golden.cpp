@@ -16,6 +16,7 @@
 #include "engine/data/datasets.hpp"
 #include "engine/data/sampler.hpp"
 #include "engine/train/batch_loader.hpp"
+#include "engine/nn/sgd.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
 

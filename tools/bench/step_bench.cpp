@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
     DeviceChoice chosen = choose_device(cfg.device, 0);
     Device& dev = *chosen.device;
     Model model(dev, cfg.model, cfg.seed);
-    Sgd sgd(dev, model.param_count(), cfg.optimizer);
-    TrainStep step(model, sgd);
+    const auto optimizer = make_optimizer(dev, model, cfg.optimizer);
+    TrainStep step(model, *optimizer, cfg.accumulate);
     BatchLoader loader(*data, sampler, dev);
     StepContext ctx;
     double timed_ms = 0.0, loss = 0.0;

@@ -317,6 +317,8 @@ private:
     s_.train_ms = number(h_, "train_ms", "train_ms", 0.0, static_cast<double>(kMaxCount));
     s_.samples = integer(h_, "samples", "samples", 0, kMaxCount);
     s_.version = integer(h_, "version", "version", 0, kMaxCount);
+    if (h_.contains("optimizer_steps"))
+      s_.optimizer_steps = integer(h_, "optimizer_steps", "optimizer_steps", 0, kMaxCount);
     s_.test_accuracy = number(h_, "test_accuracy", "test_accuracy", 0.0, 1.0);
     s_.best_test_accuracy = number(h_, "best_test_accuracy", "best_test_accuracy", 0.0, 1.0);
     if (!field(h_, "time_to_target_s", "time_to_target_s").is_null())
@@ -392,10 +394,13 @@ private:
       reject("header field 'param_count' is " + std::to_string(params.count) + ", this experiment's model has " +
                  std::to_string(*expect_.param_count) + " parameters",
              hint);
-    if (velocity.count != 0 && velocity.count != params.count)
+    if (velocity.count != 0 && velocity.count != params.count && velocity.count / 2 != params.count)
       reject("header field 'velocity_count' is " + std::to_string(velocity.count) +
-             ", not 0 (plain SGD) or one momentum value per parameter (param_count " + std::to_string(params.count) +
-             ")");
+             ", not 0 (plain SGD), one momentum value per parameter or two moments per parameter (AdamW) "
+             "(param_count " + std::to_string(params.count) + ")");
+    if (velocity.count / 2 == params.count && velocity.count % 2 != 0)
+      reject("header field 'velocity_count' is " + std::to_string(velocity.count) + ", odd for two moments of " +
+             std::to_string(params.count) + " parameters");
     if (expect_.layer_state_count && layer_state.count != static_cast<uint64_t>(*expect_.layer_state_count))
       reject("header field 'layer_state_count' is " + std::to_string(layer_state.count) +
                  ", this experiment's model keeps " + std::to_string(*expect_.layer_state_count) +
@@ -482,6 +487,7 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
             {"train_ms", s.train_ms},
             {"samples", s.samples},
             {"version", s.version},
+            {"optimizer_steps", s.optimizer_steps},
             {"test_accuracy", s.test_accuracy},
             {"best_test_accuracy", s.best_test_accuracy},
             {"time_to_target_s", s.time_to_target_s ? json(*s.time_to_target_s) : json(nullptr)}};

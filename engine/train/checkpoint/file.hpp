@@ -34,7 +34,9 @@
 //     window_bytes, cluster_bytes) are integers >= 0 whose bytes fill the file between
 //     the header and the checksum exactly;
 //   - param_count and layer_state_count are the model's (CheckpointExpect), and
-//     velocity_count is 0 (plain SGD) or param_count;
+//     velocity_count is 0 (plain SGD), param_count (SGD's momentum) or twice it
+//     (AdamW's two moments); optimizer_steps an integer from 0 to 2^53 (0 when absent:
+//     files from before AdamW);
 //   - iteration, samples, version: integers from 0 to 2^53; train_ms and
 //     time_to_target_s (or null): numbers from 0 to 2^53; the accuracies from 0 to 1;
 //     world from 1 to INT_MAX; seed any u64; experiment, model, policy, policy_state
@@ -65,7 +67,10 @@ struct CheckpointState {
   std::string experiment;         // its name
   std::string model;              // Model::summary(): layers and parameter counts
   int64_t param_count = 0;
-  std::vector<float> params, velocity;  // velocity empty: plain SGD
+  // velocity: the optimizer's state buffers one after the other (engine/nn/optimizer.hpp):
+  // empty for plain SGD, SGD's momentum, or AdamW's m then v.
+  std::vector<float> params, velocity;
+  int64_t optimizer_steps = 0;  // updates the optimizer took (AdamW's bias correction)
   std::vector<double> layer_state;
   // The workers' stats of the iteration before `iteration`, which rank 0 records and
   // hands to the policy during the next one (raw WorkerStats, `stats_record` bytes

@@ -38,8 +38,9 @@ CheckpointExpect expect_of(const Model& model) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(const CheckpointConfig& cfg, const std::string& run_dir, Model& model, Sgd& sgd)
-    : cfg_(cfg), dir_(checkpoint_dir(run_dir)), model_(model), sgd_(sgd) {}
+Checkpointer::Checkpointer(const CheckpointConfig& cfg, const std::string& run_dir, Model& model,
+                           Optimizer& optimizer)
+    : cfg_(cfg), dir_(checkpoint_dir(run_dir)), model_(model), optimizer_(optimizer) {}
 
 bool Checkpointer::due(int64_t done, double train_ms) const {
   if (done <= last_iteration_) return false;
@@ -51,8 +52,8 @@ bool Checkpointer::due(int64_t done, double train_ms) const {
 }
 
 size_t Checkpointer::bytes() const {
-  const size_t velocity = sgd_.velocity().defined() ? model_.param_count() : 0;
-  return (model_.param_count() + velocity) * sizeof(float) + model_.layer_state().size() * sizeof(double);
+  const size_t state = optimizer_.state().size() * model_.param_count();
+  return (model_.param_count() + state) * sizeof(float) + model_.layer_state().size() * sizeof(double);
 }
 
 void Checkpointer::write(CheckpointState s, const std::function<void()>& midway) {
@@ -60,7 +61,12 @@ void Checkpointer::write(CheckpointState s, const std::function<void()>& midway)
   s.model = model_.summary();
   s.param_count = static_cast<int64_t>(model_.param_count());
   s.params = to_host(dev, model_.params());
-  s.velocity = sgd_.velocity().defined() ? to_host(dev, sgd_.velocity()) : std::vector<float>{};
+  s.velocity.clear();
+  for (Tensor* t : optimizer_.state()) {
+    const std::vector<float> part = to_host(dev, *t);
+    s.velocity.insert(s.velocity.end(), part.begin(), part.end());
+  }
+  s.optimizer_steps = optimizer_.steps();
   s.layer_state = model_.layer_state();
   write_checkpoint(dir_, s, cfg_.keep, midway);
   last_iteration_ = s.iteration;
@@ -101,7 +107,7 @@ void Checkpointer::check_disk() const {
                      kTraceMargin >> 20, " MB for the trace)");
 }
 
-CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, Comm& comm) {
+CheckpointState resume_from(const std::string& run_dir, Model& model, Optimizer& optimizer, Comm& comm) {
   const std::string dir = checkpoint_dir(run_dir);
   const CheckpointExpect expect = expect_of(model);
   char chosen[4096] = {0};
@@ -144,11 +150,16 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, 
                model.layer_state().size(), " (a bug in tandem)");
   Device& dev = model.device();
   dev.copy_from_host(model.params().data(), s.params.data(), s.params.size());
-  if (sgd.velocity().defined()) {
-    TANDEM_CHECK_HINT(s.velocity.size() == model.param_count(), "resume with the optimizer the run was started with",
-                      "checkpoint ", chosen, " holds no momentum, but this experiment's optimizer uses it");
-    dev.copy_from_host(sgd.velocity().data(), s.velocity.data(), s.velocity.size());
-  }
+  // The optimizer's state buffers, in order (SGD's momentum; AdamW's m then v).
+  const std::vector<Tensor*> state = optimizer.state();
+  TANDEM_CHECK_HINT(s.velocity.size() == state.size() * model.param_count(),
+                    "resume with the optimizer (and momentum) the run was started with", "checkpoint ", chosen,
+                    " holds ", s.velocity.size() / std::max<size_t>(model.param_count(), 1),
+                    " optimizer state value(s) per parameter, but optimizer '", optimizer.config().name, "' keeps ",
+                    state.size());
+  for (size_t i = 0; i < state.size(); ++i)
+    dev.copy_from_host(state[i]->data(), s.velocity.data() + i * model.param_count(), model.param_count());
+  optimizer.set_steps(s.optimizer_steps);
   model.load_layer_state(s.layer_state);
   dev.synchronize();
   if (comm.rank() == 0)

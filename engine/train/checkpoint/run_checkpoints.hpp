@@ -13,7 +13,7 @@
 
 #include "engine/dist/comm.hpp"
 #include "engine/nn/model.hpp"
-#include "engine/nn/sgd.hpp"
+#include "engine/nn/optimizer.hpp"
 #include "engine/train/checkpoint/file.hpp"
 #include "engine/train/config.hpp"
 
@@ -21,7 +21,7 @@ namespace tandem {
 
 class Checkpointer {
 public:
-  Checkpointer(const CheckpointConfig& cfg, const std::string& run_dir, Model& model, Sgd& sgd);
+  Checkpointer(const CheckpointConfig& cfg, const std::string& run_dir, Model& model, Optimizer& optimizer);
   bool enabled() const { return cfg_.enabled(); }
   // Whether a periodic checkpoint is due after `done` iterations, `train_ms` into
   // training (rank 0 decides alone: only it writes).
@@ -46,7 +46,7 @@ private:
   CheckpointConfig cfg_;
   std::string dir_;
   Model& model_;
-  Sgd& sgd_;
+  Optimizer& optimizer_;
   int64_t last_iteration_ = -1;
   double last_ms_ = 0.0;
 };
@@ -54,7 +54,7 @@ private:
 // Every rank: the newest checkpoint of run_dir that passes every check, loaded into
 // the model and optimizer. Rank 0 picks it (falling back past rejected ones) and
 // tells the others which file; fails naming every rejection when none is good.
-CheckpointState resume_from(const std::string& run_dir, Model& model, Sgd& sgd, Comm& comm);
+CheckpointState resume_from(const std::string& run_dir, Model& model, Optimizer& optimizer, Comm& comm);
 
 // The checkpoint's pending stats (rank 0), when a run of `world` workers can record
 // them as the uninterrupted run would have; empty otherwise. The reader bounds them by

@@ -18,11 +18,11 @@ DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t ma
   // parameters with an optimizer of their own.
   Device& dev = model.device();
   Tensor scratch(dev, model.params().shape());
-  Sgd scratch_sgd(dev, model.param_count(), optimizer);
+  const std::unique_ptr<Optimizer> scratch_optimizer = make_optimizer(dev, model, optimizer);
   double optimizer_ms = 1e300;
   for (int i = 0; i < kRepeats + 1; ++i) {
     const double start = now_ms();
-    scratch_sgd.step(scratch, model.grads(), 0.0, 1);
+    scratch_optimizer->step(scratch, model.grads(), 0.0, 1.0);
     if (i > 0) optimizer_ms = std::min(optimizer_ms, now_ms() - start);
   }
   for (int64_t b = 1;; b = std::min(b * 2, max_batch)) {

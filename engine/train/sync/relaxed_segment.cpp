@@ -1,5 +1,7 @@
 #include "engine/train/sync/relaxed_segment.hpp"
 
+#include "engine/nn/sgd.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -48,12 +50,14 @@ struct Sums {
 
 }  // namespace
 
-SegmentRunner::SegmentRunner(const ExperimentConfig& cfg, Comm& comm, Model& model, Sgd& sgd, TrainStep& step,
+SegmentRunner::SegmentRunner(const ExperimentConfig& cfg, Comm& comm, Model& model, Optimizer& optimizer, TrainStep& step,
                              BatchLoader& loader, const Emulator& emulator, const DeviceProfile& machine,
                              const LrSchedule& schedule)
-    : cfg_(cfg), comm_(comm), model_(model), sgd_(sgd), step_(step), loader_(loader), emulator_(emulator),
+    : cfg_(cfg), comm_(comm), model_(model), optimizer_(optimizer), step_(step), loader_(loader), emulator_(emulator),
       machine_(machine), schedule_(schedule), rank_(comm.rank()), world_(comm.size()),
-      nonfinite_(cfg.max_nonfinite_steps) {}
+      nonfinite_(cfg.max_nonfinite_steps) {
+  if (auto* sgd = dynamic_cast<Sgd*>(&optimizer); sgd && sgd->velocity().defined()) velocity_ = &sgd->velocity();
+}
 
 SegmentRunner::~SegmentRunner() = default;
 
@@ -95,13 +99,13 @@ void SegmentRunner::params_to_host(std::vector<float>& p, std::vector<float>& v)
   p.resize(n);
   v.assign(n, 0.0f);
   model_.device().copy_to_host(p.data(), model_.params().data(), n);
-  if (sgd_.velocity().defined()) model_.device().copy_to_host(v.data(), sgd_.velocity().data(), n);
+  if (velocity_) model_.device().copy_to_host(v.data(), velocity_->data(), n);
 }
 
 void SegmentRunner::params_from_host(const std::vector<float>& p, const std::vector<float>& v) {
   const size_t n = model_.param_count();
   model_.device().copy_from_host(model_.params().data(), p.data(), n);
-  if (sgd_.velocity().defined()) model_.device().copy_from_host(sgd_.velocity().data(), v.data(), n);
+  if (velocity_) model_.device().copy_from_host(velocity_->data(), v.data(), n);
 }
 
 GroupComm& SegmentRunner::group_comm(const Plan& plan) {
@@ -124,6 +128,9 @@ GroupComm& SegmentRunner::group_comm(const Plan& plan) {
 SegmentResult SegmentRunner::run(const Plan& plan, int64_t t, int64_t max_iterations, double anchor, double origin,
                                  int64_t* version) {
   TANDEM_CHECK(max_iterations >= 1, "a segment of ", max_iterations, " iterations (a bug in tandem)");
+  const std::string refusal = bsp_only_reason(cfg_);
+  TANDEM_CHECK(refusal.empty(), "a ", sync_mode_name(plan.sync.mode), " segment was started although ", refusal,
+               " (a bug in tandem: the plan should have been refused)");
   const double start = now_ms();
   SegmentResult r = plan.sync.mode == SyncMode::local
                         ? run_local(plan, t, std::min<int64_t>(plan.sync.local_steps, max_iterations), anchor, origin)
@@ -156,7 +163,7 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
         nonfinite_.finite();
         w.grad_sq = grad_sq / static_cast<double>(b * b);
         // Local SGD: this worker's own mean gradient, the learning rate as bsp's.
-        sgd_.step(model_.params(), model_.grads(), schedule_.at(it), b);
+        optimizer_.step(model_.params(), model_.grads(), schedule_.at(it), 1.0 / static_cast<double>(b));
       } else {
         // Only this worker's model would take it, and the average would spread it:
         // the local step is skipped.
@@ -186,7 +193,7 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
   for (float& v : host_params_) v *= weight;
   for (float& v : host_velocity_) v *= weight;
   comm_.allreduce_sum(host_params_.data(), host_params_.size(), "averaging the local-SGD models");
-  if (sgd_.velocity().defined())
+  if (velocity_)
     comm_.allreduce_sum(host_velocity_.data(), host_velocity_.size(), "averaging the local-SGD momenta");
   comm_.allreduce_sum(&samples, 1, "averaging the local-SGD models");
   const float inv = static_cast<float>(1.0 / samples);
@@ -230,7 +237,7 @@ SegmentResult SegmentRunner::run_server(const Plan& plan, int64_t t, int64_t max
   segment.sync.sync_every = static_cast<int>(std::min<int64_t>(plan.sync.sync_every, max_iterations));
   if (rank_ == 0) {
     params_to_host(host_params_, host_velocity_);
-    server_->begin(segment, host_params_.data(), sgd_.velocity().defined() ? host_velocity_.data() : nullptr,
+    server_->begin(segment, host_params_.data(), velocity_ ? host_velocity_.data() : nullptr,
                    *version, t);
   }
   Device& dev = model_.device();
@@ -285,7 +292,7 @@ SegmentResult SegmentRunner::run_server(const Plan& plan, int64_t t, int64_t max
   host_params_.resize(n);
   host_velocity_.resize(n);
   comm_.broadcast(host_params_.data(), n * sizeof(float), "the server's weights at the meeting");
-  if (sgd_.velocity().defined())
+  if (velocity_)
     comm_.broadcast(host_velocity_.data(), n * sizeof(float), "the server's momentum at the meeting");
   params_from_host(host_params_, host_velocity_);
   *version = head.version;

@@ -19,7 +19,7 @@
 #include "engine/dist/comm.hpp"
 #include "engine/nn/lr_schedule.hpp"
 #include "engine/nn/model.hpp"
-#include "engine/nn/sgd.hpp"
+#include "engine/nn/optimizer.hpp"
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/emulation/calibration.hpp"
 #include "engine/train/config.hpp"
@@ -44,7 +44,7 @@ struct SegmentResult {
 
 class SegmentRunner {
 public:
-  SegmentRunner(const ExperimentConfig& cfg, Comm& comm, Model& model, Sgd& sgd, TrainStep& step,
+  SegmentRunner(const ExperimentConfig& cfg, Comm& comm, Model& model, Optimizer& optimizer, TrainStep& step,
                 BatchLoader& loader, const Emulator& emulator, const DeviceProfile& machine,
                 const LrSchedule& schedule);
   ~SegmentRunner();
@@ -79,7 +79,10 @@ private:
   const ExperimentConfig& cfg_;
   Comm& comm_;
   Model& model_;
-  Sgd& sgd_;
+  Optimizer& optimizer_;
+  // SGD's momentum (null without one): the relaxed modes average and hand it over at
+  // the meetings. They run with SGD only (plan.hpp bsp_only_reason).
+  Tensor* velocity_ = nullptr;
   TrainStep& step_;
   BatchLoader& loader_;
   const Emulator& emulator_;

@@ -92,16 +92,24 @@ BOOST_AUTO_TEST_CASE(batch_norm_over_the_global_batch_keeps_any_plan_exact) {
 // dropout on the residual paths and the attention weights, tied embeddings) with
 // AdamW and gradient clipping, whose loss sums over every position of every window.
 // Clipping is computed on the all-reduced gradient, so every split clips the same.
+// AdamW divides by the square root of its second moment, which magnifies rounding
+// where gradients are tiny; the runs still agree to 1e-6 of the largest parameter.
 BOOST_AUTO_TEST_CASE(a_gpt_with_adamw_and_clipping_trains_the_same_under_any_plan) {
   const std::string gpt = "/scripts/experiments/gpt.lua model_args.n_layer=2 model_args.n_head=2 model_args.n_embd=32 "
                           "model_args.dropout=0.1 data.seq_len=16 clip_grad_norm=0.5 lr=3e-3 eval_batch=64 ";
   const auto one = train("gpt-one", "", gpt, 8);
   const auto skewed = train("gpt-skewed", "--workers 4 plan.kind=fixed plan.batches=1,3,40,84", gpt, 8);
   const auto changing = train("gpt-changing", "--workers 4 plan.kind=random", gpt, 8);
+  // Gradient accumulation on top: each worker in 3 micro-batches (the one with 1
+  // sample in one).
+  const auto accumulated =
+      train("gpt-accumulated", "--workers 4 plan.kind=fixed plan.batches=1,3,40,84 accumulate=3", gpt, 8);
   std::cout << "gpt with adamw, scaled differences: skewed " << scaled_difference(one, skewed) << ", changing "
-            << scaled_difference(one, changing) << std::endl;
-  BOOST_TEST(scaled_difference(one, skewed) < 1e-5);
-  BOOST_TEST(scaled_difference(one, changing) < 1e-5);
+            << scaled_difference(one, changing) << ", accumulated " << scaled_difference(one, accumulated)
+            << std::endl;
+  BOOST_TEST(scaled_difference(one, skewed) < 1e-6);
+  BOOST_TEST(scaled_difference(one, changing) < 1e-6);
+  BOOST_TEST(scaled_difference(one, accumulated) < 1e-6);
   const auto untrained = train("gpt-untrained", "stop.max_iterations=1 lr=1e-9", gpt, 8);
   BOOST_TEST(scaled_difference(one, untrained) > 1e-3);
 }

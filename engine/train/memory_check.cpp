@@ -119,15 +119,19 @@ MemoryNeed memory_need(const ModelFootprint& model, const ExperimentConfig& cfg,
   const double params = static_cast<double>(model.params) * kFloat;
   need.params_bytes = params;
   need.grads_bytes = params;
-  need.optimizer_bytes = cfg.optimizer.momentum != 0.0 ? params : 0.0;  // the velocity
+  // SGD's velocity, AdamW's two moments; accumulation's running sum of the gradients.
+  need.optimizer_bytes = cfg.optimizer.name == "adamw" ? 2.0 * params : cfg.optimizer.momentum != 0.0 ? params : 0.0;
+  if (cfg.accumulate > 1) need.grads_bytes += params;
   // The relaxed modes keep the parameters and the velocity on the host too.
   need.sync_bytes = cfg.plan.sync.mode != "bsp" ? 2.0 * params : 0.0;
-  const double train = model.buffer_floats_per_sample * static_cast<double>(local_batch) * kFloat;
+  // With accumulation the buffers hold one micro-batch at a time.
+  const int64_t micro = (local_batch + cfg.accumulate - 1) / std::max<int64_t>(cfg.accumulate, 1);
+  const double train = model.buffer_floats_per_sample * static_cast<double>(micro) * kFloat;
   // Evaluation runs forward only: the outputs, about half of a training step's buffers.
   const double eval = 0.5 * model.buffer_floats_per_sample * static_cast<double>(cfg.eval_batch) * kFloat;
   need.eval_batch = eval > train;
   need.buffers_bytes = std::max(train, eval);
-  need.batch = need.eval_batch ? cfg.eval_batch : local_batch;
+  need.batch = need.eval_batch ? cfg.eval_batch : micro;
   return need;
 }
 

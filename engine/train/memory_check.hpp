@@ -7,7 +7,8 @@
 //
 // What a worker needs is estimated from the model's spec (model_footprint: its
 // layers' shapes, no allocation): the parameters, their gradients, the optimizer's
-// state (momentum: one more copy), the relaxed sync modes' host copies, and the
+// state (SGD momentum: one more copy, AdamW: two; accumulation: one more gradient
+// buffer), the relaxed sync modes' host copies, and the
 // buffers of forward and backward at the largest local batch the worker can be
 // given (the planned one, or up to policy.max_batch / the global batch when a policy
 // or a random or proportional plan decides), or of forward alone at the evaluation

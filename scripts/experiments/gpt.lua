@@ -18,7 +18,7 @@ return {
   clip_grad_norm = 1.0,
   schedule = { kind = 'cosine', warmup_iterations = 100, min_lr = 2e-4 },
   stop = { epochs = 1, max_iterations = 2000, target_loss = 2.0 },
-  eval_every = 250,
+  eval_every = 200,
   eval_batch = 64,
   log_every = 50,
   seed = 1,

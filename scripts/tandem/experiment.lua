@@ -1071,7 +1071,8 @@ function M.resolve(exp, overrides, source, world)
 
   -- Memory caps: a worker's device memory over the model's memory by local batch
   -- (linear between measured batches, extrapolated from the last two) bounds its
-  -- local batch; the bound joins policy.max_batch, the smaller winning.
+  -- local batch (times accumulate: micro-batches); the bound joins policy.max_batch,
+  -- the smaller winning.
   local function memory_at(b, m)
     local count = #m.batch
     if count == 1 then return m.mb[1] * b / m.batch[1] end
@@ -1102,6 +1103,9 @@ function M.resolve(exp, overrides, source, world)
              string.format('worker %d\'s %g MB holds no sample of this model (%.1f MB at batch 1)', i - 1,
                            w.memory_mb, memory_at(1, m)), 'give it more memory or a smaller model')
       end
+      -- With gradient accumulation the worker holds one micro-batch at a time (of at
+      -- most ceil(b / accumulate) samples): it takes accumulate times what fits at once.
+      lo = math.min(lo * exp.accumulate, B)
       pol.max_batch = pol.max_batch or {}
       for r = 1, n do pol.max_batch[r] = pol.max_batch[r] or B end
       if lo < pol.max_batch[i] then

@@ -297,10 +297,13 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
     write_binary_file(s.run_dir + "/params.f32", params.data(), params.size() * sizeof(float));
   }
   p_.recorder->finish(s, p_.cfg);
-  console_.finished(fmt::format("run finished ({}) after {} iterations, test accuracy {:.4f}", s.stop_reason,
-                                s.iterations, s.test_accuracy));
-  spdlog::info("done ({}): {} iterations, test accuracy {:.4f}, {:.0f} samples/s, {:.1f} s, rank 0 peak RSS "
-               "{:.0f} MB{}", s.stop_reason, s.iterations, s.test_accuracy, s.samples_per_s, s.wall_s,
+  // A language model's result is its validation loss; a classifier's its accuracy.
+  const std::string result = p_.model.targets_per_sample() > 1 && s.test_loss
+                                 ? fmt::format("validation loss {:.4f}", *s.test_loss)
+                                 : fmt::format("test accuracy {:.4f}", s.test_accuracy);
+  console_.finished(fmt::format("run finished ({}) after {} iterations, {}", s.stop_reason, s.iterations, result));
+  spdlog::info("done ({}): {} iterations, {}, {:.0f} samples/s, {:.1f} s, rank 0 peak RSS "
+               "{:.0f} MB{}", s.stop_reason, s.iterations, result, s.samples_per_s, s.wall_s,
                s.rank0_peak_rss_mb,
                s.time_to_target_s ? fmt::format(", target reached after {:.1f} s of training", *s.time_to_target_s)
                                   : std::string());

@@ -14,6 +14,13 @@
 
 namespace tandem::testing {
 
+// The shape of n samples of per-sample shape s.
+inline Shape batched(int64_t n, const Shape& s) {
+  Shape out{n};
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
 inline std::vector<float> random_vector(size_t n, uint64_t seed, float scale = 1.0f) {
   Rng rng(seed);
   std::vector<float> v(n);

@@ -26,11 +26,6 @@ namespace {
 
 Device& dev() { return cpu_device(); }
 
-Shape batched(int64_t n, const Shape& s) {
-  Shape out{n};
-  out.insert(out.end(), s.begin(), s.end());
-  return out;
-}
 
 Tensor random_tensor(const Shape& shape, uint64_t seed, float scale = 1.0f) {
   Tensor t(dev(), shape);

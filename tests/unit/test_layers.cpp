@@ -24,11 +24,6 @@ namespace {
 
 Device& dev() { return cpu_device(); }
 
-Shape batched(int64_t n, const Shape& s) {
-  Shape out{n};
-  out.insert(out.end(), s.begin(), s.end());
-  return out;
-}
 
 // Checks dL/dx and dL/dparams of `layer` for input of per-sample shape `in`.
 void check_layer(Layer& layer, const Shape& in, int batch, double tol, float input_scale = 1.0f,

@@ -17,7 +17,7 @@ return function(args)
     local v = args[name]
     if v == nil then return default end
     if type(v) ~= 'number' or v ~= math.floor(v) or v < 1 then
-      error(string.format('gpt: model_args.%s must be a positive integer, got %s', name, tostring(v)), 2)
+      error(string.format('gpt: model_args.%s must be a positive integer, got %s', name, tostring(v)), 0)
     end
     return v
   end
@@ -26,25 +26,25 @@ return function(args)
   local length = type(input) == 'table' and input[1] or nil
   if type(input) == 'table' and #input ~= 1 then
     error(string.format('gpt: the data must give token sequences (sample shape {seq}), got a shape of %d dimensions',
-                        #input), 2)
+                        #input), 0)
   end
   local seq_len = int_arg('seq_len', length or 64)
   if length and length > seq_len then
     error(string.format('gpt: the data gives sequences of %d tokens but model_args.seq_len is %d; raise seq_len or '
-                          .. 'shorten data sequences', length, seq_len), 2)
+                          .. 'shorten data sequences', length, seq_len), 0)
   end
   local vocab = int_arg('vocab', args.classes)
   if vocab ~= args.classes then
     error(string.format('gpt: model_args.vocab = %s but the data has %s classes; the tied head predicts one of vocab '
                           .. 'tokens, so leave vocab out (it defaults to the classes)', tostring(vocab),
-                        tostring(args.classes)), 2)
+                        tostring(args.classes)), 0)
   end
   if n_embd % n_head ~= 0 then
-    error(string.format('gpt: model_args.n_head = %d does not divide n_embd = %d', n_head, n_embd), 2)
+    error(string.format('gpt: model_args.n_head = %d does not divide n_embd = %d', n_head, n_embd), 0)
   end
   local dropout = args.dropout or 0
   if type(dropout) ~= 'number' or dropout < 0 or dropout >= 1 then
-    error('gpt: model_args.dropout must be a number in [0, 1), got ' .. tostring(dropout), 2)
+    error('gpt: model_args.dropout must be a number in [0, 1), got ' .. tostring(dropout), 0)
   end
 
   local layers = { nn.embedding { n_embd = n_embd, seq_len = seq_len, vocab = vocab, dropout = dropout } }

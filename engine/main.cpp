@@ -46,6 +46,7 @@
 #include "engine/script/policy_host.hpp"
 #include "engine/train/control.hpp"
 #include "engine/train/memory_check.hpp"
+#include "engine/train/interrupt.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace {
@@ -286,16 +287,19 @@ void report_failed_job(int status, const std::string& run_dir, const tandem::Exp
                   workers - 1, workers - 1);
 }
 
-// Starts the ranks through mpirun in a child and waits; returns its exit status.
-pid_t run_ranks(int workers, const std::vector<std::string>& rank_args, bool quiet_stdin) {
+// Starts the ranks through mpirun in a child and returns its pid. The child leads a
+// process group of its own, so the terminal's Ctrl-C reaches only this process, which
+// forwards it as a graceful stop (engine/train/interrupt.hpp).
+pid_t run_ranks(int workers, const std::vector<std::string>& rank_args) {
   const pid_t child = fork();
   TANDEM_CHECK(child >= 0, "cannot fork to start the ranks: ", std::strerror(errno));
   if (child == 0) {
-    if (quiet_stdin) {
-      // mpirun forwards its stdin to rank 0: it must not take the prompt's keystrokes.
-      const int null_fd = ::open("/dev/null", O_RDONLY);
-      if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
-    }
+    setpgid(0, 0);
+    // mpirun forwards its stdin to rank 0, which reads none: it must not take the
+    // prompt's keystrokes (--repl), nor stop on reading a terminal from a background
+    // process group.
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     try {
       tandem::launch_local_ranks(workers, std::vector<std::string>{"run"} + rank_args);
     } catch (const std::exception& e) {
@@ -378,7 +382,9 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     const std::string run_dir = resume.empty() ? repl_dir : resume;
     if (cfg.workers > 1) {
       // mpirun in a child; the prompt here (--repl), until the job ends.
-      const pid_t child = run_ranks(cfg.workers, rank_args, repl);
+      const pid_t child = run_ranks(cfg.workers, rank_args);
+      setpgid(child, child);  // as the child does: whichever runs first
+      tandem::forward_interrupts(child);
       // (WNOWAIT: the child is reaped below, where its status is read.)
       auto running = [&] {
         siginfo_t info{};
@@ -386,8 +392,10 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
       };
       if (repl) tandem::attach_console(repl_dir, running);
       const int status = wait_ranks(child);
+      tandem::forward_interrupts(0);
       if (status != 0) report_failed_job(status, run_dir, cfg);
-      return status;
+      // Stopped by Ctrl-C, with its summary: the shell's convention for SIGINT.
+      return status == 0 && tandem::interrupted() ? 130 : status;
     }
     if (repl)
       repl_client = std::thread([&] { tandem::attach_console(repl_dir, [&] { return training.load(); }); });
@@ -400,6 +408,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
       if (t.joinable()) t.join();
     }
   } join_client{repl_client, training};
+  if (tandem::launched_by_mpi()) tandem::listen_for_forwarded_interrupt();
   auto comm = tandem::make_world_comm(argc, argv);
   tandem::log::init(comm->rank(), "info");
   tandem::ExperimentConfig cfg = load();
@@ -441,7 +450,10 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     if (comm && comm->size() > 1) comm->abort(e.what());
     throw;
   }
-  return 0;
+  // A single worker stopped by Ctrl-C exits as the shell expects of SIGINT; the ranks
+  // of a job exit 0 (mpirun would call another status a failure) and the launcher
+  // says it.
+  return tandem::interrupted() && !tandem::launched_by_mpi() ? 130 : 0;
 }
 
 }  // namespace

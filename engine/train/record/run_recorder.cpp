@@ -101,6 +101,7 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
 
 void RunRecorder::progress(int64_t t, double lr) {
   trace_.flush();
+  chrome_.flush();
   const int64_t predictions = std::max<int64_t>(w_samples_ * targets_, 1);
   last_loss_ = w_loss_ / static_cast<double>(predictions);
   const double samples_per_s = static_cast<double>(w_samples_) / (w_step_ms_ / 1000.0);
@@ -138,6 +139,7 @@ void RunRecorder::progress(int64_t t, double lr) {
 void RunRecorder::eval(const EvalRecord& r) {
   trace_.write(r);
   trace_.flush();
+  chrome_.flush();
   if (byte_tokens_)
     spdlog::info("epoch {:.2f} iter {} validation loss {:.4f} ({:.3f} bits/byte) token accuracy {:.4f} (eval {:.0f} "
                  "ms)", r.epoch, r.iteration, r.test_loss, r.test_loss / std::log(2.0), r.test_accuracy, r.eval_ms);

@@ -175,23 +175,40 @@ ChromeTrace::ChromeTrace(const std::string& path, int workers) : path_(path), fi
     fmt::format_to(std::back_inserter(text_),
                    ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":{},\"args\":{{\"name\":\"worker {}\"}}}}",
                    r, r);
-  write_or_fail(file_, text_, path_);
+  flush();
 }
 
+namespace {
+constexpr char kChromeClosing[] = "\n]}\n";
+constexpr size_t kChromeFlushBytes = size_t{1} << 20;  // at most this much held in memory
+}  // namespace
+
 ChromeTrace::~ChromeTrace() {
-  std::fputs("\n]}\n", file_);
+  try {
+    flush();
+  } catch (const std::exception&) {
+    // A destructor must not throw: the file keeps what its last flush wrote.
+  }
   std::fclose(file_);
+}
+
+void ChromeTrace::flush() {
+  text_ += kChromeClosing;
+  write_or_fail(file_, text_, path_);
+  if (std::fflush(file_) != 0 || std::ferror(file_)) fail_writing(path_, errno);
+  // The next events go where the closing is now.
+  std::fseek(file_, -static_cast<long>(sizeof kChromeClosing - 1), SEEK_END);
+  text_.clear();
 }
 
 void ChromeTrace::span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration,
                        int64_t batch) {
   if (dur_ms <= 0.0) return;
-  text_.clear();
+  if (text_.size() > kChromeFlushBytes) flush();
   fmt::format_to(std::back_inserter(text_),
                  ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":0,\"tid\":{},\"ts\":{:.1f},\"dur\":{:.1f},"
                  "\"args\":{{\"iteration\":{},\"local_batch\":{}}}}}",
                  name, name, rank, start_ms * 1000.0, dur_ms * 1000.0, iteration, batch);
-  write_or_fail(file_, text_, path_);
 }
 
 void ChromeTrace::add(const WorkerStats& s) {

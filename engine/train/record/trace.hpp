@@ -76,19 +76,27 @@ private:
 // A Chrome / Perfetto trace-event file (open it in ui.perfetto.dev or
 // chrome://tracing): one track per worker, with data, compute, idle, comm and
 // optimizer spans, so stragglers and the waits they cause are visible.
+//
+// The file is valid JSON after every flush, not only at the end: events gather in
+// memory and a flush writes them followed by the closing "]}", then steps back over
+// the closing so the next flush writes over it. A run killed outright (SIGKILL, a
+// dead host) leaves a file that parses, missing at most what came after the last
+// flush; one killed in the middle of a flush leaves its last event cut short, and a
+// reader recovers the rest by cutting there and closing the array.
 class ChromeTrace {
 public:
   ChromeTrace(const std::string& path, int workers);
-  ~ChromeTrace();  // closes the JSON array
+  ~ChromeTrace();  // the last flush
   ChromeTrace(const ChromeTrace&) = delete;
   ChromeTrace& operator=(const ChromeTrace&) = delete;
   void add(const WorkerStats& s);
+  void flush();
 
 private:
   void span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration, int64_t batch);
   std::string path_;  // named when a write fails
   std::FILE* file_;
-  std::string text_;  // reused buffer
+  std::string text_;  // events since the last flush
 };
 
 }  // namespace tandem

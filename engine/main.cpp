@@ -46,6 +46,7 @@
 #include "engine/script/policy_host.hpp"
 #include "engine/train/control.hpp"
 #include "engine/train/memory_check.hpp"
+#include "engine/train/elastic.hpp"
 #include "engine/train/interrupt.hpp"
 #include "engine/train/trainer.hpp"
 
@@ -317,6 +318,40 @@ int wait_ranks(pid_t child) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// The launcher's side of a job of ranks: mpirun in a child (its own process group,
+// Ctrl-C forwarded as a graceful stop), the prompt here when repl_dir is given, and
+// with --elastic the supervisor that restarts a failed job. Returns the exit status.
+int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>& rank_args,
+            const std::string& run_dir, const std::string& repl_dir, bool elastic) {
+  const tandem::JobLauncher launcher{[](int workers, const std::vector<std::string>& a) {
+                                       const pid_t pid = run_ranks(workers, a);
+                                       setpgid(pid, pid);  // as the child does: whichever runs first
+                                       tandem::forward_interrupts(pid);
+                                       return static_cast<int>(pid);
+                                     },
+                                     [](int pid) {
+                                       const int status = wait_ranks(pid);
+                                       tandem::forward_interrupts(0);
+                                       return status;
+                                     }};
+  int status = 0;
+  if (elastic) {
+    status = tandem::run_elastic(cfg, run_dir, rank_args, launcher);
+  } else {
+    const int child = launcher.start(static_cast<int>(cfg.workers), rank_args);
+    // (WNOWAIT: the child is reaped below, where its status is read.)
+    auto running = [&] {
+      siginfo_t info{};
+      return waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+    };
+    if (!repl_dir.empty()) tandem::attach_console(repl_dir, running);
+    status = launcher.wait(child);
+  }
+  if (status != 0 && status != 130) report_failed_job(status, run_dir, cfg);
+  // Stopped by Ctrl-C, with its summary: the shell's convention for SIGINT.
+  return status == 0 && tandem::interrupted() ? 130 : status;
+}
+
 // tandem report: tools/report/report.py under a Python that has matplotlib (Debian's
 // python3-matplotlib installs for /usr/bin/python3, which a pyenv or venv python3
 // first on PATH would not see).
@@ -338,12 +373,13 @@ int cmd_report(const std::vector<std::string>& args) {
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   CommandLine line;
   const std::string wrong =
-      parse_command_line(args, {"--out", "--log-level", "--workers", "--resume"}, {"--repl"}, &line);
+      parse_command_line(args, {"--out", "--log-level", "--workers", "--resume"}, {"--repl", "--elastic"}, &line);
   if (!wrong.empty()) return usage_error(wrong);
   std::string experiment = line.experiment;
   std::vector<std::string> overrides = line.overrides;
   const std::string resume = line["--resume"];
   const bool repl = line.has("--repl");
+  const bool elastic = line.has("--elastic");
   if (!resume.empty() && !experiment.empty())
     return usage_error("--resume takes the experiment from the run directory; give no experiment file ('" +
                        experiment + "')");
@@ -368,10 +404,16 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     // Before any rank starts, or this process allocates its model.
     tandem::check_model_memory(cfg, cfg.workers, /*started_by_mpirun=*/false);
     if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);
+    TANDEM_CHECK_HINT(!(elastic && repl), "leave out --repl; attach a console with tandem attach RUN_DIR",
+                      "--elastic and --repl do not go together: the supervisor's terminal shows the restarts");
+    TANDEM_CHECK_HINT(!elastic || cfg.checkpoint.enabled(),
+                      "set checkpoint.every=ITERATIONS (or checkpoint.every_s=SECONDS) with --elastic",
+                      "--elastic restarts a failed job from its newest checkpoint, but this run writes none");
     std::vector<std::string> rank_args = args;
+    rank_args.erase(std::remove(rank_args.begin(), rank_args.end(), std::string("--elastic")), rank_args.end());
     // The run directory is fixed here when the prompt needs its socket, or when
     // several ranks run (after a failure this process says where things stand).
-    if (repl || (cfg.workers > 1 && resume.empty())) {
+    if (repl || ((cfg.workers > 1 || elastic) && resume.empty())) {
       TANDEM_CHECK_HINT(!repl || cfg.console, "leave console = true (the default) to use --repl",
                         "--repl needs the run's console, but the experiment sets console = false");
       repl_dir = tandem::make_run_dir(cfg.out_dir, cfg.name);
@@ -380,23 +422,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
       rank_args.push_back("out_dir=" + repl_dir);
     }
     const std::string run_dir = resume.empty() ? repl_dir : resume;
-    if (cfg.workers > 1) {
-      // mpirun in a child; the prompt here (--repl), until the job ends.
-      const pid_t child = run_ranks(cfg.workers, rank_args);
-      setpgid(child, child);  // as the child does: whichever runs first
-      tandem::forward_interrupts(child);
-      // (WNOWAIT: the child is reaped below, where its status is read.)
-      auto running = [&] {
-        siginfo_t info{};
-        return waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
-      };
-      if (repl) tandem::attach_console(repl_dir, running);
-      const int status = wait_ranks(child);
-      tandem::forward_interrupts(0);
-      if (status != 0) report_failed_job(status, run_dir, cfg);
-      // Stopped by Ctrl-C, with its summary: the shell's convention for SIGINT.
-      return status == 0 && tandem::interrupted() ? 130 : status;
-    }
+    if (elastic || cfg.workers > 1) return run_job(cfg, rank_args, run_dir, repl ? repl_dir : "", elastic);
     if (repl)
       repl_client = std::thread([&] { tandem::attach_console(repl_dir, [&] { return training.load(); }); });
   }

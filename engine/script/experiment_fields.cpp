@@ -434,6 +434,11 @@ Fields<CheckpointConfig> checkpoint_fields() {
           at<C>("final", &C::final)};
 }
 
+Fields<ElasticConfig> elastic_fields() {
+  using C = ElasticConfig;
+  return {at<C>("min_workers", &C::min_workers), at<C>("max_restarts", &C::max_restarts)};
+}
+
 Fields<FaultConfig> fault_fields() {
   using F = FaultConfig;
   return {at<F>("rank", &F::rank), at<F>("iteration", &F::iteration), at<F>("kind", &F::kind),
@@ -603,6 +608,7 @@ Fields<E> experiment_fields() {
       at<E>("workers", &E::workers),
       at<E>("collective_timeout_s", &E::collective_timeout_s),
       record<E, CheckpointConfig>("checkpoint", checkpoint_fields(), &E::checkpoint),
+      record<E, ElasticConfig>("elastic", elastic_fields(), &E::elastic),
       at<E>("max_nonfinite_steps", &E::max_nonfinite_steps),
       records<E, FaultConfig>("faults", fault_fields(), &E::faults),
       record<E, PlanConfig>("plan", plan_fields(), &E::plan),

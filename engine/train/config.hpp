@@ -138,6 +138,13 @@ struct CheckpointConfig {
   bool enabled() const { return every > 0 || every_s > 0; }
 };
 
+// `tandem run --elastic` (engine/train/elastic.hpp): the launching process supervises
+// the job and restarts it from its newest good checkpoint when a rank dies or hangs.
+struct ElasticConfig {
+  int64_t min_workers = 1;   // below this many workers the job is not restarted
+  int64_t max_restarts = 3;  // restarts after which a further failure ends the run
+};
+
 // An injected failure (engine/train/emulation/faults.hpp).
 struct FaultConfig {
   int rank = 0;
@@ -154,6 +161,7 @@ struct ExperimentConfig {
   int64_t global_batch = 64;
   // Micro-batches per worker and step (gradient accumulation, engine/train/step.hpp).
   int64_t accumulate = 1;
+  ElasticConfig elastic;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   StopConfig stop;

@@ -151,6 +151,12 @@ M.schema = record {
     keep = integer(3, { min = 1, doc = 'checkpoints kept (the oldest are deleted)' }),
     final = boolean(true, { doc = 'a checkpoint when the run ends, when checkpoints are on' }),
   },
+  -- tandem run --elastic: the launcher restarts a failed job from its newest good
+  -- checkpoint (engine/train/elastic.hpp).
+  elastic = record {
+    min_workers = integer(1, { min = 1, max = MAX_INT, doc = 'fewer workers left than this: the run stops' }),
+    max_restarts = integer(3, { min = 0, max = 1000, doc = 'restarts after which a further failure ends the run' }),
+  },
   max_nonfinite_steps = integer(5, { min = 1, doc = 'steps in a row skipped for a NaN/Inf gradient after which '
                                                  .. 'the run stops' }),
   -- Fault injection, for the reliability tests: a worker dies (SIGKILL), stops

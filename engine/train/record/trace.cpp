@@ -65,7 +65,9 @@ void trim_trace(const std::string& path, int64_t resume_at, int64_t rerecord_fro
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("iteration") && j["iteration"].is_number_integer()) {
       const int64_t it = j["iteration"].get<int64_t>();
-      if (j.value("event", "") == "eval" ? it <= resume_at : it < rerecord_from) kept += line;
+      const std::string event = j.value("event", "");
+      // An elastic restart's mark stays: it says why the lines after it were run twice.
+      if (event.rfind("restart", 0) == 0 || (event == "eval" ? it <= resume_at : it < rerecord_from)) kept += line;
     }
     line.clear();
   }

@@ -1,5 +1,5 @@
 // The tandem command line.
-//   tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl]
+//   tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl] [--elastic]
 //   tandem run --resume RUN_DIR [key=value ...] [--workers N]
 //   tandem test FILE.lua          run a Lua test file (tests/lua)
 //   tandem version
@@ -55,7 +55,7 @@ namespace {
 const char* kUsage = R"(tandem: data-parallel training for clusters whose workers run at different speeds
 
 usage:
-  tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl]
+  tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl] [--elastic]
       Train as the experiment says. key=value overrides a setting without editing
       the file (dotted keys reach into tables: stop.epochs=3 schedule.kind=cosine).
       With workers = N > 1 (or --workers N) tandem starts N local ranks through
@@ -64,6 +64,9 @@ usage:
       config.json, log.txt, trace.jsonl, trace.perfetto.json and summary.json.
       --repl: this terminal is a Lua prompt into the running job (see attach).
       Checkpoints: checkpoint.every=ITERATIONS (or every_s=SECONDS), keep=K.
+      --elastic: when a rank dies or hangs, restart the job from its newest
+      checkpoint by itself (elastic.max_restarts, elastic.min_workers).
+      Ctrl-C stops every worker after the current iteration (exit status 130).
   tandem run --resume RUN_DIR [key=value ...] [--workers N]
       Continue a run from the newest good checkpoint in RUN_DIR/checkpoints, with
       the experiment and overrides in RUN_DIR/config.json (plus any given now).

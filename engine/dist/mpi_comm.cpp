@@ -71,6 +71,13 @@ MpiComm::MpiComm(int* argc, char*** argv) {
   MPI_Comm_size(node_, &node_size);
   const char* shm = std::getenv("TANDEM_SHM_ALLREDUCE");
   if (node_size == size_ && !(shm && std::string(shm) == "0")) shm_ = std::make_unique<ShmAllreduce>(node_);
+  // Ranks on several hosts (MPI's view: separate daemons, as under a hostfile): the
+  // window could not reach them, so everything goes over MPI. Said once, by rank 0,
+  // before the logger is set up, so that a user (and tests/integration/multihost)
+  // can see which path a run took.
+  if (node_size != size_ && rank_ == 0)
+    spdlog::info("ranks on several hosts ({} of {} on rank 0's): gradients go over MPI, not shared memory",
+                 node_size, size_);
 }
 
 MpiComm::~MpiComm() {
@@ -236,9 +243,23 @@ void MpiComm::barrier(const char* what) {
     shm_->barrier(shm_wait(what));
     return;
   }
-  requests_.assign(1, MPI_REQUEST_NULL);
-  peers_.assign(1, -1);
-  check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &requests_[0]), "MPI_Ibarrier", what);
+  // Across hosts: each rank tells every other that it has arrived (empty messages)
+  // and waits for theirs, so at the deadline every waiter names exactly the ranks
+  // whose arrival has not come. An MPI_Ibarrier cannot say who is missing, and only
+  // rank 0's posted reports could, which are complete by the time ranks meet here.
+  // N-1 messages per rank instead of log N rounds: nothing for tens of ranks.
+  constexpr int kArrivalTag = 12;
+  const size_t peers = static_cast<size_t>(size_ - 1);
+  requests_.assign(2 * peers, MPI_REQUEST_NULL);
+  peers_.assign(2 * peers, -1);  // a send not yet gone names no one: its receive does
+  for (int r = 0, i = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const size_t in = static_cast<size_t>(i++);
+    peers_[in] = r;
+    check_mpi(MPI_Irecv(nullptr, 0, MPI_BYTE, r, kArrivalTag, MPI_COMM_WORLD, &requests_[in]), "MPI_Irecv", what);
+    check_mpi(MPI_Isend(nullptr, 0, MPI_BYTE, r, kArrivalTag, MPI_COMM_WORLD, &requests_[peers + in]), "MPI_Isend",
+              what);
+  }
   wait_all(requests_, peers_, what);
 }
 

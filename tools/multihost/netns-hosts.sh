@@ -11,8 +11,12 @@
 #   netns-hosts.sh up K DIR        K hosts; writes DIR/hostfile, DIR/rsh-agent and
 #                                  DIR/mpirun-flags (the --mca flags to use)
 #   netns-hosts.sh netem I DELAY [RATE]   host I's link: DELAY (e.g. 20ms) each way,
-#                                  RATE (e.g. 100mbit) each way; replaces any earlier
-#   netns-hosts.sh clear-netem I   host I's link back to unlimited
+#                                  RATE (e.g. 100mbit) each way; replaces any earlier.
+#                                  Exits 77 where the kernel has no netem
+#                                  (CONFIG_NET_SCH_NETEM unset, as on some VMs)
+#   netns-hosts.sh rate I RATE     host I's link limited to RATE (e.g. 40mbit) each
+#                                  way with tbf, which kernels without netem have
+#   netns-hosts.sh clear-netem I   host I's link back to unlimited (either kind)
 #   netns-hosts.sh down            removes every tandem-h* namespace, link and the
 #                                  bridge (leftovers of a crashed run too); idempotent
 #   netns-hosts.sh run K DIR [--netem I DELAY [RATE]] -- CMD...
@@ -103,13 +107,29 @@ EOF
   echo "netns-hosts: $k hosts up ($SUBNET.1..$SUBNET.$k), hostfile $dir/hostfile" >&2
 }
 
+# Both directions of host I's link: out of the host (its eth0) and into it (the
+# bridge's port), each with the qdisc "$@".
+qdisc_both() {
+  local i=$1
+  shift
+  ip netns exec "$PREFIX$i" tc qdisc replace dev eth0 root "$@" && tc qdisc replace dev "tandem-v$i" root "$@"
+}
+
 netem() {
   local i=$1 delay=$2 rate=${3:-}
   local args=(delay "$delay")
   [ -n "$rate" ] && args+=(rate "$rate")
-  # Both directions: out of the host (its eth0) and into it (the bridge's port).
-  ip netns exec "$PREFIX$i" tc qdisc replace dev eth0 root netem "${args[@]}"
-  tc qdisc replace dev "tandem-v$i" root netem "${args[@]}"
+  if ! qdisc_both "$i" netem "${args[@]}" 2>/dev/null; then
+    clear_netem "$i"
+    skip "tc netem does not work here (a kernel without CONFIG_NET_SCH_NETEM?); 'rate I RATE' limits bandwidth with tbf"
+  fi
+}
+
+rate() {
+  local i=$1 r=$2
+  # A token bucket of 16 kB (a few packets at line rate) and a queue deep enough
+  # that TCP meets the rate, not drops.
+  qdisc_both "$i" tbf rate "$r" burst 16kb limit 4mb || { clear_netem "$i"; skip "tc tbf does not work here"; }
 }
 
 clear_netem() {
@@ -124,6 +144,7 @@ case "$cmd" in
   up) [ $# = 2 ] || { echo "usage: $0 up K DIR" >&2; exit 2; }; need; up "$1" "$2" ;;
   down) need; down ;;
   netem) [ $# -ge 2 ] || { echo "usage: $0 netem I DELAY [RATE]" >&2; exit 2; }; need; netem "$@" ;;
+  rate) [ $# = 2 ] || { echo "usage: $0 rate I RATE" >&2; exit 2; }; need; rate "$1" "$2" ;;
   clear-netem) [ $# = 1 ] || { echo "usage: $0 clear-netem I" >&2; exit 2; }; need; clear_netem "$1" ;;
   run)
     [ $# -ge 3 ] || { echo "usage: $0 run K DIR [--netem I DELAY [RATE]] -- CMD..." >&2; exit 2; }
@@ -147,5 +168,5 @@ case "$cmd" in
     rc=$?
     exit $rc
     ;;
-  *) echo "usage: $0 up K DIR | netem I DELAY [RATE] | clear-netem I | down | run K DIR [--netem I DELAY [RATE]] -- CMD..." >&2; exit 2 ;;
+  *) echo "usage: $0 up K DIR | netem I DELAY [RATE] | rate I RATE | clear-netem I | down | run K DIR [--netem I DELAY [RATE]] -- CMD..." >&2; exit 2 ;;
 esac

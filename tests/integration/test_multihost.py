@@ -83,11 +83,16 @@ def run(name, args, ranks=1, expect_ok=True, timeout=300):
     shutil.rmtree(out_dir, ignore_errors=True)
     args = args + ["--out", out_dir]
     cmd = mpirun_cmd(ranks, args) if ranks > 1 else [TANDEM, "run"] + args
+    # A session of its own, so that a hang ends with mpirun and all it started here
+    # (what runs in the namespaces ends with them, at `down`).
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
         fail(f"{' '.join(cmd)} did not end within {timeout} s: a hang")
-    out = r.stdout + r.stderr
+    r = p
     if expect_ok and r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}:\n{out[-3000:]}")
     if not expect_ok and r.returncode == 0:

@@ -17,8 +17,11 @@
 #   netns-hosts.sh rate I RATE     host I's link limited to RATE (e.g. 40mbit) each
 #                                  way with tbf, which kernels without netem have
 #   netns-hosts.sh clear-netem I   host I's link back to unlimited (either kind)
-#   netns-hosts.sh down            removes every tandem-h* namespace, link and the
-#                                  bridge (leftovers of a crashed run too); idempotent
+#   netns-hosts.sh down            ends the processes left in the tandem-h* namespaces,
+#                                  removes them, their links and the bridge (leftovers
+#                                  of a crashed run too); idempotent
+#
+# The names are fixed: one set of hosts per machine at a time.
 #   netns-hosts.sh run K DIR [--netem I DELAY [RATE]] -- CMD...
 #                                  up, CMD with $TANDEM_HOSTFILE and $TANDEM_MPIRUN_FLAGS
 #                                  set, then down (also on failure or a signal)
@@ -49,6 +52,10 @@ need() {
 down() {
   local ns link
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX[0-9]*$" || true); do
+    # What still runs on the host (daemons and ranks of a job cut short): only
+    # processes started there, by id; deleting the namespace would not end them.
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true  # takes its end of the veth, and so the pair
   done
   for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep '^tandem-v[0-9]*$' || true); do

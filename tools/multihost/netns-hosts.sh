@@ -51,11 +51,13 @@ need() {
 
 down() {
   local ns link
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX[0-9]*$" || true); do
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${PREFIX}[0-9]*$" || true); do
     # What still runs on the host (daemons and ranks of a job cut short): only
     # processes started there, by id; deleting the namespace would not end them.
+    local pids
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
+    # shellcheck disable=SC2086  # one word per pid
+    if [ -n "$pids" ]; then kill -KILL $pids 2>/dev/null || true; fi
     ip netns del "$ns" 2>/dev/null || true  # takes its end of the veth, and so the pair
   done
   for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep '^tandem-v[0-9]*$' || true); do
@@ -66,25 +68,28 @@ down() {
 
 up() {
   local k=$1 dir=$2 i
-  [[ $k =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] && [ "$k" -le 200 ] || { echo "netns-hosts: K must be 1..200" >&2; exit 2; }
+  if ! [[ $k =~ ^[0-9]+$ ]] || [ "$k" -lt 1 ] || [ "$k" -gt 200 ]; then
+    echo "netns-hosts: K must be 1..200" >&2
+    exit 2
+  fi
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   down  # leftovers of a crashed run
-  ip link add "$BRIDGE" type bridge 2>/dev/null || skip "cannot create a bridge here"
+  ip link add "$BRIDGE" type bridge 2>/dev/null || { down; skip "cannot create a bridge here"; }
   # Bridged frames must not meet the host's iptables (br_netfilter), which may drop them.
   ip link set "$BRIDGE" type bridge nf_call_iptables 0 2>/dev/null || true
   ip addr add "$BRIDGE_IP/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   : >"$dir/hostfile"
-  {
-    echo '#!/bin/sh'
-    echo '# OpenMPI rsh agent: "rsh-agent HOST COMMAND..." runs COMMAND in HOST'"'"'s namespace.'
-    echo 'host=$1; shift'
-    echo 'case "$host" in'
-  } >"$dir/rsh-agent"
+  cat >"$dir/rsh-agent" <<'EOF'
+#!/bin/sh
+# OpenMPI rsh agent: "rsh-agent HOST COMMAND..." runs COMMAND in HOST's namespace.
+host=$1; shift
+case "$host" in
+EOF
   for ((i = 0; i < k; i++)); do
     local ns=$PREFIX$i ip=$SUBNET.$((i + 1))
-    ip netns add "$ns" || skip "cannot create network namespace $ns"
+    ip netns add "$ns" || { down; skip "cannot create network namespace $ns"; }
     ip link add "tandem-v$i" type veth peer name eth0 netns "$ns" || { down; skip "cannot create veth pairs here"; }
     ip link set "tandem-v$i" master "$BRIDGE" up
     ip -n "$ns" addr add "$ip/24" dev eth0
@@ -169,7 +174,8 @@ case "$cmd" in
     up "$k" "$dir"
     [ ${#netem_args[@]} -gt 0 ] && netem "${netem_args[@]}"
     dir=$(cd "$dir" && pwd)
-    export TANDEM_HOSTFILE=$dir/hostfile TANDEM_MPIRUN_FLAGS="$(cat "$dir/mpirun-flags")"
+    TANDEM_MPIRUN_FLAGS=$(cat "$dir/mpirun-flags")
+    export TANDEM_HOSTFILE=$dir/hostfile TANDEM_MPIRUN_FLAGS
     set +e
     "$@"
     rc=$?

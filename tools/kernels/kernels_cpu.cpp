@@ -5,6 +5,7 @@
 #include <random>
 
 #include "kernels/cpu/batchnorm.hpp"
+#include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
 #include "kernels/cpu/sgd_step.hpp"
@@ -159,6 +160,35 @@ OpCase gemm_case(int m, int n, int k) {
   return oc;
 }
 
+// GELU (tanh approximation) against the definition in double, over [-6, 6] so the
+// tails where tanh rounds to +-1 are in; backward's dy in [-1, 1].
+OpCase gelu_case(size_t n, bool backward) {
+  auto x = std::make_shared<std::vector<float>>(random_floats(n, 12));
+  for (auto& v : *x) v *= 6.0f;
+  auto dy = std::make_shared<std::vector<float>>(random_floats(n, 13));
+  auto out = std::make_shared<std::vector<float>>(n);
+  const double bytes = 4.0 * (backward ? 3 : 2) * static_cast<double>(n);  // x (dy) in, y (dx) out
+  OpCase oc{backward ? "gelu_backward" : "gelu_forward", std::to_string(n), bytes, 0.0, 1e-6, {}, {}};
+  oc.reference = [=] {
+    std::vector<float> want(n);
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    for (size_t i = 0; i < n; ++i) {
+      const double v = (*x)[i], th = std::tanh(k * (v + c * v * v * v));
+      const double slope = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * c * v * v);
+      want[i] = static_cast<float>(backward ? (*dy)[i] * slope : 0.5 * v * (1 + th));
+    }
+    return want;
+  };
+  oc.versions.push_back({"cpu", [=] {
+                           if (backward)
+                             cpu::gelu_backward(x->data(), dy->data(), out->data(), n);
+                           else
+                             cpu::gelu_forward(x->data(), out->data(), n);
+                         },
+                         [=] { return *out; }});
+  return oc;
+}
+
 }  // namespace
 
 double scaled_error(const std::vector<float>& got, const std::vector<float>& want) {
@@ -181,6 +211,8 @@ std::vector<OpCase> cpu_cases() {
   cases.push_back(batchnorm_case(128, 16, 14 * 14));
   cases.push_back(sgd_case(269322));  // the quickstart MLP's parameters
   cases.push_back(gemm_case(256, 256, 784));
+  cases.push_back(gelu_case(32 * 64 * 512, false));  // the GPT's MLP hidden layer: batch x seq x 4 dim
+  cases.push_back(gelu_case(32 * 64 * 512, true));
   return cases;
 }
 

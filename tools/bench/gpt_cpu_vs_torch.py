@@ -58,7 +58,8 @@ import torch
 import torch.nn.functional as F
 
 from bench_common import write_result
-from gpt_vs_torch import CORPUS, EXPERIMENT, corpus_files, tandem_tokens_per_s, torch_gpt, torch_optimizer
+from gpt_vs_torch import (CORPUS, EXPERIMENT, corpus_files, tandem_overrides, tandem_tokens_per_s, torch_gpt,
+                          torch_optimizer)
 
 VALIDATION = 0.005  # tandem's held-out fraction: a short final evaluation
 
@@ -67,35 +68,6 @@ class Config:  # scripts/experiments/gpt.lua
     n_layer, n_head, n_embd, seq_len, vocab = 2, 4, 128, 64, 256
     batch = 32
     lr, beta1, beta2, eps, weight_decay, clip = 2e-3, 0.9, 0.99, 1e-8, 0.1, 1.0
-
-
-def tandem_overrides(cfg, files, steps, warmup, extra):
-    o = {
-        "device": "cpu",
-        "global_batch": cfg.batch,
-        "model_args.n_layer": cfg.n_layer,
-        "model_args.n_head": cfg.n_head,
-        "model_args.n_embd": cfg.n_embd,
-        "model_args.seq_len": cfg.seq_len,
-        "model_args.dropout": 0,
-        "data.files": ",".join(os.path.abspath(f) for f in files),
-        "data.seq_len": cfg.seq_len,
-        "data.validation": VALIDATION,
-        "optimizer": "adamw",
-        "lr": cfg.lr,
-        "beta1": cfg.beta1,
-        "beta2": cfg.beta2,
-        "eps": cfg.eps,
-        "weight_decay": cfg.weight_decay,
-        "clip_grad_norm": cfg.clip,
-        "stop.max_iterations": warmup + steps,
-        "stop.target_loss": 0.001,  # never reached: the run stops at max_iterations
-        "eval_every": 100000,  # no evaluation inside the timed iterations
-    }
-    for kv in extra:
-        key, _, value = kv.partition("=")
-        o[key] = value
-    return [f"{k}={v}" for k, v in o.items()]
 
 
 def tandem_phases(root, name, warmup):
@@ -165,7 +137,8 @@ def main():
     raw = b"".join(open(f, "rb").read() for f in files)
     train = raw[: len(raw) - int(len(raw) * 0.1)]  # gpt.lua's split: the last tenth is validation
     data = torch.frombuffer(bytearray(train), dtype=torch.uint8)
-    overrides = tandem_overrides(cfg, files, args.steps, args.warmup, args.tandem_override)
+    overrides = tandem_overrides(cfg, files, args.steps, args.warmup,
+                                 {"device": "cpu", "data.validation": VALIDATION}, args.tandem_override)
     has_sdpa = hasattr(F, "scaled_dot_product_attention")
     peers = [("torch_eager", False)] + ([("torch_eager_sdpa", True)] if has_sdpa else [])
     print(f"core {core}, torch {torch.__version__}; corpus: {len(files)} files, {len(raw)} bytes; "

@@ -75,10 +75,11 @@ def corpus_files(root):
 
 # ---- tandem -------------------------------------------------------------------------
 
-def tandem_overrides(cfg, files, steps, warmup, tf32, extra):
-    o = {
-        "device": "cuda",
-        "tf32": "true" if tf32 else "false",
+def tandem_overrides(cfg, files, steps, warmup, device, extra):
+    """tandem run's overrides for the benchmark's GPT; `device`: the keys that place it
+    (gpt_cpu_vs_torch.py passes its own)."""
+    o = dict(device)
+    o.update({
         "global_batch": cfg.batch,
         "model_args.n_layer": cfg.n_layer,
         "model_args.n_head": cfg.n_head,
@@ -95,8 +96,9 @@ def tandem_overrides(cfg, files, steps, warmup, tf32, extra):
         "weight_decay": cfg.weight_decay,
         "clip_grad_norm": cfg.clip,
         "stop.max_iterations": warmup + steps,
+        "stop.target_loss": 0.001,  # never reached: the run stops at max_iterations
         "eval_every": 100000,  # no evaluation inside the timed iterations
-    }
+    })
     for kv in extra:
         key, _, value = kv.partition("=")
         o[key] = value
@@ -277,7 +279,8 @@ def main():
     files = corpus_files(args.corpus)
     raw = b"".join(open(f, "rb").read() for f in files)
     data = torch.frombuffer(bytearray(raw), dtype=torch.uint8).cuda()
-    overrides = tandem_overrides(cfg, files, args.steps, args.warmup, args.tf32, args.tandem_override)
+    overrides = tandem_overrides(cfg, files, args.steps, args.warmup,
+                                 {"device": "cuda", "tf32": "true" if args.tf32 else "false"}, args.tandem_override)
     print(f"corpus: {len(files)} files, {len(raw)} bytes; tandem overrides: {' '.join(overrides)}", file=sys.stderr)
 
     results = {"tandem": [], **{name: [] for name, _, _ in PEERS}}

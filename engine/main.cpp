@@ -332,6 +332,12 @@ int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>&
                                        tandem::forward_interrupts(pid);
                                        return static_cast<int>(pid);
                                      },
+                                     // WNOWAIT: the job is reaped by wait, where its status is read.
+                                     [](int pid) {
+                                       siginfo_t info{};
+                                       return waitid(P_PID, static_cast<id_t>(pid), &info,
+                                                     WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+                                     },
                                      [](int pid) {
                                        const int status = wait_ranks(pid);
                                        tandem::forward_interrupts(0);
@@ -342,12 +348,7 @@ int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>&
     status = tandem::run_elastic(cfg, run_dir, rank_args, launcher);
   } else {
     const int child = launcher.start(static_cast<int>(cfg.workers), rank_args);
-    // (WNOWAIT: the child is reaped below, where its status is read.)
-    auto running = [&] {
-      siginfo_t info{};
-      return waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
-    };
-    if (!repl_dir.empty()) tandem::attach_console(repl_dir, running);
+    if (!repl_dir.empty()) tandem::attach_console(repl_dir, [&] { return launcher.running(child); });
     status = launcher.wait(child);
   }
   if (status != 0 && status != 130) report_failed_job(status, run_dir, cfg);

@@ -1,7 +1,6 @@
 #include "engine/train/elastic.hpp"
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,17 +22,6 @@ namespace tandem {
 namespace {
 
 using json = nlohmann::json;
-
-// The newest checkpoint that passes every check, as its iteration.
-std::optional<int64_t> newest_good_checkpoint(const std::string& run_dir) {
-  for (const std::string& path : list_checkpoints(checkpoint_dir(run_dir))) {
-    try {
-      return read_checkpoint(path).iteration;
-    } catch (const CheckpointRejected&) {
-    }
-  }
-  return std::nullopt;
-}
 
 // The trace's iteration lines: how many, and the last iteration.
 struct TraceProgress {
@@ -72,9 +60,7 @@ int wait_watching(const JobLauncher& launcher, int pid, const std::string& run_d
   if (after < 0) return launcher.wait(pid);
   const std::string trace = run_dir + "/trace.jsonl";
   const ino_t before = inode_of(trace);
-  for (;;) {
-    siginfo_t info{};
-    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) break;
+  while (launcher.running(pid)) {
     if (!*training_at && inode_of(trace) != before && trace_progress(run_dir).last > after)
       *training_at = clock.elapsed_ms() / 1000.0;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -126,27 +112,30 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
                     cfg.elastic.min_workers);
       return status;
     }
-    const std::optional<int64_t> checkpoint = newest_good_checkpoint(run_dir);
-    if (!checkpoint) {
+    // The one the resumed job will take (it checks the model too, and sets aside
+    // those that fail).
+    const auto loaded = load_latest_checkpoint(checkpoint_dir(run_dir), {}, nullptr);
+    if (!loaded) {
       spdlog::error("elastic: {}; not restarted: no checkpoint passes the checks yet (checkpoint.every or "
                     "checkpoint.every_s: the first is due before the failure)", cause);
       return status;
     }
+    const int64_t checkpoint = loaded->state.iteration;
     const TraceProgress p = trace_progress(run_dir);
     json mark = {{"event", "restart"},
-                 {"iteration", *checkpoint},
+                 {"iteration", checkpoint},
                  {"restart", restarts.size() + 1},
                  {"cause", cause},
-                 {"lost_iterations", std::max<int64_t>(0, p.last + 1 - *checkpoint)},
+                 {"lost_iterations", std::max<int64_t>(0, p.last + 1 - checkpoint)},
                  {"workers", workers},
                  {"failed_at_s", ended_at}};
     append_line(run_dir + "/trace.jsonl", mark);
     restarts.push_back(mark);
     spdlog::warn("elastic: {}; restart {} of at most {}: resuming from the checkpoint at iteration {} on {} "
                  "worker(s) ({} iteration(s) since it run again)", cause, restarts.size(), cfg.elastic.max_restarts,
-                 *checkpoint, workers, mark["lost_iterations"].get<int64_t>());
+                 checkpoint, workers, mark["lost_iterations"].get<int64_t>());
     args = {"--resume", run_dir};
-    resumed_at = *checkpoint;
+    resumed_at = checkpoint;
   }
 }
 

@@ -28,9 +28,11 @@
 namespace tandem {
 
 // Starts the job with `args` (tandem run's arguments) on `workers` ranks and returns
-// the pid of its mpirun; `wait` returns that job's exit status.
+// the pid of its mpirun; `running` says whether it still runs (without reaping it);
+// `wait` returns its exit status.
 struct JobLauncher {
   std::function<int(int workers, const std::vector<std::string>& args)> start;
+  std::function<bool(int pid)> running;
   std::function<int(int pid)> wait;
 };
 

@@ -103,7 +103,7 @@ struct CheckpointRejected : Error {
 // run's checkpoints without building its model); the file's own consistency is.
 struct CheckpointExpect {
   std::string model;                        // Model::summary(); empty: any
-  std::optional<int64_t> param_count;       // velocity_count must be 0 or this too
+  std::optional<int64_t> param_count;       // velocity_count must be 0, this, or twice it (AdamW) too
   std::optional<int64_t> layer_state_count;
 };
 

@@ -53,14 +53,15 @@ LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const Step
   return total;
 }
 
-void TrainStep::update(int64_t global_batch, double lr) {
+void TrainStep::update(int64_t global_batch, double lr, std::optional<double> grad_sq) {
   const double predictions = static_cast<double>(global_batch) * static_cast<double>(model_.targets_per_sample());
   const double max_norm = optimizer_.config().clip_grad_norm;
   // The gradient buffer is the all-reduced sum here: every rank, whatever its share,
   // computes the same norm and clips the same.
-  const double grad_sq = max_norm > 0.0 ? model_.device().sum_squares(model_.grads().data(), model_.param_count())
-                                        : 0.0;
-  const double scale = gradient_scale(grad_sq, predictions, max_norm, max_norm > 0.0 ? &grad_norm_ : nullptr);
+  if (max_norm > 0.0 && !grad_sq)
+    grad_sq = model_.device().sum_squares(model_.grads().data(), model_.param_count());
+  const double scale =
+      gradient_scale(grad_sq.value_or(0.0), predictions, max_norm, max_norm > 0.0 ? &grad_norm_ : nullptr);
   optimizer_.step(model_.params(), model_.grads(), lr, scale);
 }
 

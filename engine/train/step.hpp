@@ -15,6 +15,7 @@
 // language model) and clips the mean gradient's global norm (clip_grad_norm), folded
 // into one scale factor (engine/nn/optimizer.hpp).
 #include <cstdint>
+#include <optional>
 
 #include "engine/nn/loss.hpp"
 #include "engine/nn/model.hpp"
@@ -39,7 +40,9 @@ public:
   // worker's SUM) ...
   LossResult compute(const Tensor& x, const int32_t* labels, const StepContext& ctx);
   // ... and the update from the (summed) gradient of `global_batch` samples.
-  void update(int64_t global_batch, double lr);
+  // grad_sq: that gradient's squared norm, when the caller computed it already
+  // (clipping needs it; without it, update computes it when clipping is on).
+  void update(int64_t global_batch, double lr, std::optional<double> grad_sq = std::nullopt);
   // The mean gradient's global norm before clipping, at the last update (0 until one
   // ran, and when clipping is off: it is only computed for clipping).
   double last_grad_norm() const { return grad_norm_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -132,11 +133,16 @@ bool BspStep::update(const Control& in, int64_t t, Boundary& boundary) {
     return false;
   }
   nonfinite_.finite();
-  if (rank_ == 0 && !p_.cfg.policy.file.empty())  // the global mean gradient, for the policy's next look
-    boundary.global_gradient(p_.model.device().sum_squares(p_.model.grads().data(), p_.model.param_count()) /
-                             static_cast<double>(p_.cfg.global_batch * p_.cfg.global_batch));
+  // The summed gradient's squared norm, one pass for both that want it: the policy's
+  // next look (the global mean gradient, rank 0) and clipping.
+  const bool for_policy = rank_ == 0 && !p_.cfg.policy.file.empty();
+  std::optional<double> grad_sq;
+  if (for_policy || p_.cfg.optimizer.clip_grad_norm > 0.0)
+    grad_sq = p_.model.device().sum_squares(p_.model.grads().data(), p_.model.param_count());
+  if (for_policy)
+    boundary.global_gradient(*grad_sq / static_cast<double>(p_.cfg.global_batch * p_.cfg.global_batch));
   ++p_.progress.version;
-  p_.step.update(p_.cfg.global_batch, p_.schedule.at(t));
+  p_.step.update(p_.cfg.global_batch, p_.schedule.at(t), grad_sq);
   return true;
 }
 

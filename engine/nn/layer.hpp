@@ -70,6 +70,29 @@ protected:
   Device& dev_;
 };
 
+// Layers that hold others (a residual block, a transformer block, the model itself)
+// lay their parts' parameters out one after the other. These walk the parts (pointers
+// or unique_ptrs to layers) in that order and return the parameters they covered, so
+// a caller can go on after them.
+template <typename Parts>
+size_t bind_in_order(const Parts& parts, float* params, float* grads) {
+  size_t offset = 0;
+  for (const auto& l : parts) {
+    l->bind(params + offset, grads + offset);
+    offset += l->param_count();
+  }
+  return offset;
+}
+template <typename Parts>
+size_t no_decay_in_order(const Parts& parts, std::vector<std::pair<size_t, size_t>>& out, size_t base) {
+  size_t offset = 0;
+  for (const auto& l : parts) {
+    l->no_decay_ranges(out, base + offset);
+    offset += l->param_count();
+  }
+  return offset;
+}
+
 // Fills [p, p+n) with U(-bound, bound): torch's default init for Linear and Conv2d
 // (kaiming_uniform with a = sqrt(5) gives bound = 1/sqrt(fan_in)).
 void init_uniform(Device& dev, float* p, size_t n, float bound, Rng& rng);

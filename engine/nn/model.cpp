@@ -242,13 +242,7 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
   for (auto& l : layers_) l->init_params(rng);
 }
 
-void Model::bind_layers() {
-  size_t offset = 0;
-  for (auto& l : layers_) {
-    l->bind(params_.data() + offset, grads_.data() + offset);
-    offset += l->param_count();
-  }
-}
+void Model::bind_layers() { bind_in_order(layers_, params_.data(), grads_.data()); }
 
 void Model::place_grads(float* storage) {
   TANDEM_CHECK(storage != nullptr, "Model::place_grads was given no storage (a bug in tandem)");
@@ -270,11 +264,7 @@ void Model::backward(const Tensor& dlogits, const StepContext& ctx) {
 
 std::vector<ParamRange> Model::param_groups() const {
   std::vector<std::pair<size_t, size_t>> no_decay;
-  size_t offset = 0;
-  for (const auto& l : layers_) {
-    l->no_decay_ranges(no_decay, offset);
-    offset += l->param_count();
-  }
+  const size_t offset = no_decay_in_order(layers_, no_decay, 0);
   std::sort(no_decay.begin(), no_decay.end());
   std::vector<ParamRange> out;
   auto push = [&out](size_t at, size_t count, bool decay) {

@@ -61,20 +61,13 @@ double Residual::buffer_floats_per_sample() const {
 }
 
 void Residual::bind(float* params, float* grads) {
-  size_t offset = 0;
-  for (auto* list : {&body_, &shortcut_})
-    for (auto& l : *list) {
-      l->bind(params + offset, grads + offset);
-      offset += l->param_count();
-    }
+  const size_t body = bind_in_order(body_, params, grads);
+  bind_in_order(shortcut_, params + body, grads + body);
 }
 
 void Residual::no_decay_ranges(std::vector<std::pair<size_t, size_t>>& out, size_t base) const {
-  for (auto* list : {&body_, &shortcut_})
-    for (auto& l : *list) {
-      l->no_decay_ranges(out, base);
-      base += l->param_count();
-    }
+  const size_t body = no_decay_in_order(body_, out, base);
+  no_decay_in_order(shortcut_, out, base + body);
 }
 
 void Residual::init_params(Rng& rng) {

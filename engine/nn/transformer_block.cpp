@@ -75,18 +75,11 @@ double TransformerBlock::macs_per_sample() const {
 
 void TransformerBlock::bind(float* params, float* grads) {
   params_ = params;
-  size_t offset = 0;
-  for (Layer* l : parts_) {
-    l->bind(params + offset, grads + offset);
-    offset += l->param_count();
-  }
+  bind_in_order(parts_, params, grads);
 }
 
 void TransformerBlock::no_decay_ranges(std::vector<std::pair<size_t, size_t>>& out, size_t base) const {
-  for (const Layer* l : parts_) {
-    l->no_decay_ranges(out, base);
-    base += l->param_count();
-  }
+  no_decay_in_order(parts_, out, base);
 }
 
 void TransformerBlock::init_params(Rng& rng) {

@@ -294,7 +294,7 @@ void report_failed_job(int status, const std::string& run_dir, const tandem::Exp
 // Starts the ranks through mpirun in a child and returns its pid. The child leads a
 // process group of its own, so the terminal's Ctrl-C reaches only this process, which
 // forwards it as a graceful stop (engine/train/interrupt.hpp).
-pid_t run_ranks(int workers, const std::vector<std::string>& rank_args) {
+pid_t run_ranks(int workers, const std::vector<std::string>& rank_args, const std::vector<tandem::HostSlots>& hosts) {
   const pid_t child = fork();
   TANDEM_CHECK(child >= 0, "cannot fork to start the ranks: ", std::strerror(errno));
   if (child == 0) {
@@ -305,7 +305,7 @@ pid_t run_ranks(int workers, const std::vector<std::string>& rank_args) {
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     try {
-      tandem::launch_local_ranks(workers, std::vector<std::string>{"run"} + rank_args);
+      tandem::launch_ranks(workers, std::vector<std::string>{"run"} + rank_args, hosts);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tandem: %s\n", e.what());
     }
@@ -326,8 +326,9 @@ int wait_ranks(pid_t child) {
 // with --elastic the supervisor that restarts a failed job. Returns the exit status.
 int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>& rank_args,
             const std::string& run_dir, const std::string& repl_dir, bool elastic) {
-  const tandem::JobLauncher launcher{[](int workers, const std::vector<std::string>& a) {
-                                       const pid_t pid = run_ranks(workers, a);
+  const tandem::JobLauncher launcher{[](int workers, const std::vector<std::string>& a,
+                                        const std::vector<tandem::HostSlots>& hosts) {
+                                       const pid_t pid = run_ranks(workers, a, hosts);
                                        setpgid(pid, pid);  // as the child does: whichever runs first
                                        tandem::forward_interrupts(pid);
                                        return static_cast<int>(pid);
@@ -347,7 +348,7 @@ int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>&
   if (elastic) {
     status = tandem::run_elastic(cfg, run_dir, rank_args, launcher);
   } else {
-    const int child = launcher.start(static_cast<int>(cfg.workers), rank_args);
+    const int child = launcher.start(static_cast<int>(cfg.workers), rank_args, tandem::job_hosts(cfg.hostfile, cfg.hosts));
     if (!repl_dir.empty()) tandem::attach_console(repl_dir, [&] { return launcher.running(child); });
     status = launcher.wait(child);
   }
@@ -404,7 +405,14 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::atomic<bool> training{true};
   if (!tandem::launched_by_mpi()) {
     // Loaded here first so a broken experiment fails once, before any rank starts.
-    const tandem::ExperimentConfig cfg = load();
+    tandem::ExperimentConfig cfg = load();
+    // On hosts, the workers are their slots unless the experiment asks for a number
+    // (mpirun's default; loaded again so per-worker settings are checked for them).
+    const int slots = tandem::total_slots(tandem::job_hosts(cfg.hostfile, cfg.hosts));
+    if (slots > 1 && cfg.workers == 1) {
+      overrides.push_back("workers=" + std::to_string(slots));
+      cfg = load();
+    }
     // Before any rank starts, or this process allocates its model.
     tandem::check_model_memory(cfg, cfg.workers, /*started_by_mpirun=*/false);
     if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);
@@ -417,7 +425,8 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     rank_args.erase(std::remove(rank_args.begin(), rank_args.end(), std::string("--elastic")), rank_args.end());
     // The run directory is fixed here when the prompt needs its socket, or when
     // several ranks run (after a failure this process says where things stand).
-    if (repl || ((cfg.workers > 1 || elastic) && resume.empty())) {
+    const bool job = cfg.workers > 1 || elastic || slots > 0;
+    if (repl || (job && resume.empty())) {
       TANDEM_CHECK_HINT(!repl || cfg.console, "leave console = true (the default) to use --repl",
                         "--repl needs the run's console, but the experiment sets console = false");
       repl_dir = tandem::make_run_dir(cfg.out_dir, cfg.name);
@@ -426,7 +435,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
       rank_args.push_back("out_dir=" + repl_dir);
     }
     const std::string run_dir = resume.empty() ? repl_dir : resume;
-    if (elastic || cfg.workers > 1) return run_job(cfg, rank_args, run_dir, repl ? repl_dir : "", elastic);
+    if (job) return run_job(cfg, rank_args, run_dir, repl ? repl_dir : "", elastic);
     if (repl)
       repl_client = std::thread([&] { tandem::attach_console(repl_dir, [&] { return training.load(); }); });
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <climits>
 #include <cstring>
+#include <sstream>
 
 #include "engine/core/error.hpp"
 
@@ -20,20 +21,32 @@ std::string self_executable() {
 }
 }  // namespace
 
-std::vector<std::string> mpirun_command(int workers, const std::vector<std::string>& args) {
+std::vector<std::string> mpirun_command(int workers, const std::vector<std::string>& args,
+                                        const std::vector<HostSlots>& hosts) {
   std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(workers)};
   if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.insert(cmd.end(), {"--oversubscribe", "--bind-to", "none"});
-  // One machine: shared memory and loopback only, so no network interface is probed.
-  cmd.insert(cmd.end(), {"--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"});
+  cmd.insert(cmd.end(), {"--bind-to", "none"});
+  if (hosts.empty()) {
+    // One machine: shared memory and loopback only, so no network interface is probed.
+    cmd.insert(cmd.end(), {"--oversubscribe", "--mca", "btl", "self,vader", "--mca",
+                           "btl_vader_single_copy_mechanism", "none"});
+  } else {
+    TANDEM_CHECK_HINT(workers <= total_slots(hosts), "add hosts or slots, or ask for fewer workers",
+                      workers, " workers do not fit the hosts' ", total_slots(hosts), " slots (", host_list(hosts), ")");
+    cmd.insert(cmd.end(), {"--host", host_list(hosts), "-x", "OPENBLAS_NUM_THREADS"});
+    if (const char* flags = std::getenv("TANDEM_MPIRUN_FLAGS")) {
+      std::istringstream words(flags);
+      for (std::string w; words >> w;) cmd.push_back(w);
+    }
+  }
   cmd.push_back(self_executable());
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }
 
-void launch_local_ranks(int workers, const std::vector<std::string>& args) {
+void launch_ranks(int workers, const std::vector<std::string>& args, const std::vector<HostSlots>& hosts) {
   TANDEM_CHECK_HINT(workers >= 1, "set workers to 1 or more", "cannot start ", workers, " workers");
-  const std::vector<std::string> cmd = mpirun_command(workers, args);
+  const std::vector<std::string> cmd = mpirun_command(workers, args, hosts);
   // OpenBLAS sizes its thread pool when it loads, before tandem can call
   // openblas_set_num_threads; idle pool threads spin for a while after each GEMM,
   // taking cores from the other ranks. One thread per rank unless asked otherwise.

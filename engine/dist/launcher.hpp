@@ -7,16 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/hosts.hpp"
+
 namespace tandem {
 
-// The mpirun command line that starts `workers` local ranks of this binary with
-// `args` (the arguments after the program name). Adds the flags this machine needs:
-// --allow-run-as-root as root, --oversubscribe for more ranks than cores, and
-// --bind-to none so the OS schedules ranks that mostly sleep (emulated devices).
-std::vector<std::string> mpirun_command(int workers, const std::vector<std::string>& args);
+// The mpirun command line that starts `workers` ranks of this binary with `args` (the
+// arguments after the program name): on this machine when `hosts` is empty, else on
+// those hosts (--host, filling each host's slots in order). Adds the flags the job
+// needs: --allow-run-as-root as root, --bind-to none so the OS schedules ranks that
+// mostly sleep (emulated devices); on one machine --oversubscribe for more ranks than
+// cores and shared memory only; across hosts OPENBLAS_NUM_THREADS passed on, and the
+// words of $TANDEM_MPIRUN_FLAGS (--mca settings for the network, an rsh agent).
+std::vector<std::string> mpirun_command(int workers, const std::vector<std::string>& args,
+                                        const std::vector<HostSlots>& hosts = {});
 
 // Replaces this process by mpirun (does not return on success).
-[[noreturn]] void launch_local_ranks(int workers, const std::vector<std::string>& args);
+[[noreturn]] void launch_ranks(int workers, const std::vector<std::string>& args,
+                               const std::vector<HostSlots>& hosts = {});
 
 // The ranks of the MPI job this process is one of, from what mpirun puts in the
 // environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE); 0 when no mpirun started it (the

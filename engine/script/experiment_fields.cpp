@@ -606,6 +606,8 @@ Fields<E> experiment_fields() {
       at<E>("console", &E::console),
       at<E>("save_params", &E::save_params),
       at<E>("workers", &E::workers),
+      at<E>("hostfile", &E::hostfile),
+      at<E>("hosts", &E::hosts),
       at<E>("collective_timeout_s", &E::collective_timeout_s),
       record<E, CheckpointConfig>("checkpoint", checkpoint_fields(), &E::checkpoint),
       record<E, ElasticConfig>("elastic", elastic_fields(), &E::elastic),

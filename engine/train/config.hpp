@@ -170,6 +170,10 @@ struct ExperimentConfig {
   int64_t eval_batch = 1000;  // batch used for test evaluation
   uint64_t seed = 1;
   int workers = 1;  // ranks; more than one launches through mpirun
+  // Where the launcher starts the ranks (engine/dist/hosts.hpp): an OpenMPI hostfile
+  // and/or "a:2,b:2"; both empty: this machine only.
+  std::string hostfile;
+  std::string hosts;
   PlanConfig plan;
   EmulationConfig emulation;
   PolicyConfig policy;

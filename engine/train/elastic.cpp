@@ -87,7 +87,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
   json restarts = json::array();
   int64_t resumed_at = -1;  // the checkpoint the running job resumed from
   for (;;) {
-    const int pid = launcher.start(workers, args);
+    const int pid = launcher.start(workers, args, job_hosts(cfg.hostfile, cfg.hosts));
     std::optional<double> training_at;
     const int status = wait_watching(launcher, pid, run_dir, resumed_at, &training_at, clock);
     const double ended_at = clock.elapsed_ms() / 1000.0;

@@ -23,15 +23,16 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/hosts.hpp"
 #include "engine/train/config.hpp"
 
 namespace tandem {
 
-// Starts the job with `args` (tandem run's arguments) on `workers` ranks and returns
-// the pid of its mpirun; `running` says whether it still runs (without reaping it);
+// Starts the job with `args` (tandem run's arguments) on `workers` ranks (on `hosts`,
+// or this machine when empty) and returns the pid of its mpirun; `running` says whether it still runs (without reaping it);
 // `wait` returns its exit status.
 struct JobLauncher {
-  std::function<int(int workers, const std::vector<std::string>& args)> start;
+  std::function<int(int workers, const std::vector<std::string>& args, const std::vector<HostSlots>& hosts)> start;
   std::function<bool(int pid)> running;
   std::function<int(int pid)> wait;
 };

@@ -142,6 +142,10 @@ M.schema = record {
 
   workers = integer(1, { min = 1, max = MAX_INT,
                          doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),
+  hostfile = string_('', { doc = "hosts the launcher starts the ranks on: an OpenMPI hostfile ('host slots=N' "
+                               .. "lines); '' = this machine (tandem run --hostfile FILE)" }),
+  hosts = string_('', { doc = "hosts as 'a:2,b:2' (host:slots), like horovodrun -H; with hostfile, both "
+                           .. "(tandem run --host LIST)" }),
   collective_timeout_s = number(30, { gt = 0, doc = 'a collective not done by then (a worker dead, stopped or hung) '
                                                   .. 'aborts the run, naming the missing ranks' }),
   -- Checkpoints (engine/train/checkpoint/file.hpp): tandem run --resume RUN_DIR continues.

@@ -6,6 +6,7 @@
 // Errors print what failed, where, and what to do, and exit non-zero; nothing is
 // trained until the experiment and its model have loaded and validated.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -343,14 +344,18 @@ int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>&
                                        const int status = wait_ranks(pid);
                                        tandem::forward_interrupts(0);
                                        return status;
-                                     }};
+                                     },
+                                     [](int pid) { kill(pid, SIGUSR1); }};
   int status = 0;
   if (elastic) {
     status = tandem::run_elastic(cfg, run_dir, rank_args, launcher);
   } else {
-    const int child = launcher.start(static_cast<int>(cfg.workers), rank_args, tandem::job_hosts(cfg.hostfile, cfg.hosts));
+    const std::vector<tandem::HostSlots> hosts = tandem::job_hosts(cfg.hostfile, cfg.hosts);
+    const bool across_hosts = !hosts.empty() && !run_dir.empty();  // where mpirun may outlive an abort
+    if (across_hosts) tandem::note_aborts_in(run_dir);
+    const int child = launcher.start(static_cast<int>(cfg.workers), rank_args, hosts);
     if (!repl_dir.empty()) tandem::attach_console(repl_dir, [&] { return launcher.running(child); });
-    status = launcher.wait(child);
+    status = across_hosts ? tandem::wait_job(launcher, child, run_dir) : launcher.wait(child);
   }
   if (status != 0 && status != 130) report_failed_job(status, run_dir, cfg);
   // Stopped by Ctrl-C, with its summary: the shell's convention for SIGINT.
@@ -404,15 +409,11 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::thread repl_client;
   std::atomic<bool> training{true};
   if (!tandem::launched_by_mpi()) {
+    // --hostfile/--host without --workers: a worker per slot, as mpirun does.
+    if (const int slots = tandem::slots_given(overrides)) overrides.push_back("workers=" + std::to_string(slots));
     // Loaded here first so a broken experiment fails once, before any rank starts.
-    tandem::ExperimentConfig cfg = load();
-    // On hosts, the workers are their slots unless the experiment asks for a number
-    // (mpirun's default; loaded again so per-worker settings are checked for them).
+    const tandem::ExperimentConfig cfg = load();
     const int slots = tandem::total_slots(tandem::job_hosts(cfg.hostfile, cfg.hosts));
-    if (slots > 1 && cfg.workers == 1) {
-      overrides.push_back("workers=" + std::to_string(slots));
-      cfg = load();
-    }
     // Before any rank starts, or this process allocates its model.
     tandem::check_model_memory(cfg, cfg.workers, /*started_by_mpirun=*/false);
     if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);

@@ -84,6 +84,21 @@ int total_slots(const std::vector<HostSlots>& hosts) {
   return static_cast<int>(std::min<long>(n, INT_MAX));
 }
 
+int slots_given(const std::vector<std::string>& overrides) {
+  std::string hostfile, list;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    std::string key = o.substr(0, eq), value = eq == std::string::npos ? "" : o.substr(eq + 1);
+    // A quoted Lua string, or the bare text the overrides also take.
+    if (value.size() >= 2 && (value[0] == '\'' || value[0] == '"') && value.back() == value[0])
+      value = value.substr(1, value.size() - 2);
+    if (key == "workers") return 0;
+    if (key == "hostfile") hostfile = value;
+    if (key == "hosts") list = value;
+  }
+  return hostfile.empty() && list.empty() ? 0 : total_slots(job_hosts(hostfile, list));
+}
+
 std::string host_list(const std::vector<HostSlots>& hosts) {
   std::string s;
   for (const HostSlots& h : hosts) s += (s.empty() ? "" : ",") + h.name + ":" + std::to_string(h.slots);

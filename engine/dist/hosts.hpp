@@ -29,6 +29,10 @@ std::vector<HostSlots> job_hosts(const std::string& hostfile, const std::string&
 
 int total_slots(const std::vector<HostSlots>& hosts);
 
+// The slots of the hosts that key=value overrides name (hostfile=FILE, hosts=LIST:
+// what --hostfile and --host stand for), when they give no workers=N; else 0.
+int slots_given(const std::vector<std::string>& overrides);
+
 // "a:2,b:2", the form mpirun's --host takes.
 std::string host_list(const std::vector<HostSlots>& hosts);
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/core/error.hpp"
+#include "engine/dist/abort_note.hpp"
 
 namespace tandem {
 
@@ -34,6 +35,7 @@ std::vector<std::string> mpirun_command(int workers, const std::vector<std::stri
     TANDEM_CHECK_HINT(workers <= total_slots(hosts), "add hosts or slots, or ask for fewer workers",
                       workers, " workers do not fit the hosts' ", total_slots(hosts), " slots (", host_list(hosts), ")");
     cmd.insert(cmd.end(), {"--host", host_list(hosts), "-x", "OPENBLAS_NUM_THREADS"});
+    if (std::getenv(kAbortNoteVar)) cmd.insert(cmd.end(), {"-x", kAbortNoteVar});
     if (const char* flags = std::getenv("TANDEM_MPIRUN_FLAGS")) {
       std::istringstream words(flags);
       for (std::string w; words >> w;) cmd.push_back(w);

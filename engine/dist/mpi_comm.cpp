@@ -13,6 +13,7 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/dist/abort_note.hpp"
 #include "engine/dist/shm_channel.hpp"
 
 namespace tandem {
@@ -281,6 +282,7 @@ void MpiComm::broadcast(void* data, size_t bytes, const char* what) {
 void MpiComm::abort(const std::string& why) {
   spdlog::critical("aborting the job: {}", why);
   spdlog::default_logger()->flush();
+  note_abort(rank_, why);
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::exit(3);
 }

@@ -436,7 +436,8 @@ Fields<CheckpointConfig> checkpoint_fields() {
 
 Fields<ElasticConfig> elastic_fields() {
   using C = ElasticConfig;
-  return {at<C>("min_workers", &C::min_workers), at<C>("max_restarts", &C::max_restarts)};
+  return {at<C>("min_workers", &C::min_workers), at<C>("max_restarts", &C::max_restarts),
+          at<C>("probe_timeout_s", &C::probe_timeout_s)};
 }
 
 Fields<FaultConfig> fault_fields() {

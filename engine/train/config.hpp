@@ -143,6 +143,7 @@ struct CheckpointConfig {
 struct ElasticConfig {
   int64_t min_workers = 1;   // below this many workers the job is not restarted
   int64_t max_restarts = 3;  // restarts after which a further failure ends the run
+  double probe_timeout_s = 10;  // a host that does not run a probe by then is left out
 };
 
 // An injected failure (engine/train/emulation/faults.hpp).

@@ -1,8 +1,10 @@
 #include "engine/train/elastic.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -13,7 +15,10 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/dist/abort_note.hpp"
+#include "engine/dist/host_probe.hpp"
 #include "engine/train/checkpoint/file.hpp"
+#include "engine/train/elastic_slots.hpp"
 #include "engine/train/interrupt.hpp"
 #include "engine/train/record/run_dir.hpp"
 
@@ -52,20 +57,116 @@ ino_t inode_of(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
-// Waits for the job; while it runs, notes when the resumed job trains again: its
-// trace was rewritten (trimmed to the checkpoint, a new file) and shows an
-// iteration past `after`. Returns the exit status.
-int wait_watching(const JobLauncher& launcher, int pid, const std::string& run_dir, int64_t after,
-                  std::optional<double>* training_at, const Stopwatch& clock) {
-  if (after < 0) return launcher.wait(pid);
+// How long mpirun may take to end a job after a rank aborted it. Across hosts it
+// may never end while a host it cannot reach holds part of the job.
+constexpr double kAbortGraceS = 5;
+
+std::string abort_note_path(const std::string& run_dir) { return run_dir + "/abort-notes.jsonl"; }
+
+// Why the job failed, from the aborting ranks' notes; else from mpirun's status.
+std::string failure_cause(const std::string& run_dir, int status) {
+  std::ifstream in(abort_note_path(run_dir));
+  std::string line;
+  if (std::getline(in, line)) {
+    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object())
+      return fmt::format("the job failed: rank {} on {} aborted it: {}", j.value("rank", -1),
+                         j.value("host", std::string("?")), j.value("why", std::string("?")));
+  }
+  return fmt::format("the job failed: mpirun exit status {} (its log names the rank)", status);
+}
+
+// Ends mpirun when it outlives a rank's abort by kAbortGraceS.
+class HungJobGuard {
+public:
+  explicit HungJobGuard(const std::string& run_dir) : note_(abort_note_path(run_dir)) {}
+  void check(int pid) {
+    if (!noted_at_ && access(note_.c_str(), F_OK) == 0) noted_at_ = clock_.elapsed_ms() / 1000.0;
+    if (ended_ || !noted_at_ || clock_.elapsed_ms() / 1000.0 - *noted_at_ <= kAbortGraceS) return;
+    spdlog::warn("mpirun still runs {:g} s after a rank aborted the job (a host it cannot reach?): ending it",
+                 kAbortGraceS);
+    kill(-pid, SIGKILL);  // mpirun leads a process group: it and all it started here
+    ended_ = true;
+  }
+
+private:
+  std::string note_;
+  Stopwatch clock_;
+  std::optional<double> noted_at_;
+  bool ended_ = false;
+};
+
+// The hosts the job may use now: the hostfile and hosts settings read again (the
+// hostfile may have changed), or `before` while the hostfile cannot be read (being
+// rewritten, say).
+std::vector<HostSlots> listed_hosts(const ExperimentConfig& cfg, const std::vector<HostSlots>& before) {
+  try {
+    return job_hosts(cfg.hostfile, cfg.hosts);
+  } catch (const Error& e) {
+    spdlog::warn("elastic: {}; keeping the hosts read before", e.what());
+    return before;
+  }
+}
+
+time_t mtime_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_mtime : 0;
+}
+
+// Hosts listed again while the job runs on fewer workers than the first job: the
+// listed hosts the job does not use that answer a probe. Empty when none.
+std::vector<HostSlots> returning_hosts(const ExperimentConfig& cfg, const std::vector<HostSlots>& running) {
+  std::vector<HostSlots> fresh;
+  for (const HostSlots& h : listed_hosts(cfg, running)) {
+    bool used = false;
+    for (const HostSlots& r : running) used = used || r.name == h.name;
+    if (!used) fresh.push_back(h);
+  }
+  return fresh.empty() ? fresh : responding_hosts(fresh, cfg.elastic.probe_timeout_s);
+}
+
+// What one job did, as the supervisor watched it.
+struct JobEnd {
+  int status = 0;
+  std::optional<double> training_at;  // when a resumed job recorded an iteration past its checkpoint
+  std::vector<HostSlots> returned;    // hosts back in the hostfile, for which the job was stopped
+};
+
+// Waits for the job; while it runs, notes when the resumed job trains again (its
+// trace was rewritten, trimmed to the checkpoint, and shows an iteration past
+// `after`), and, when the job runs short of its first size, watches the hostfile for
+// hosts that return: the job is then stopped gracefully (a final checkpoint, no
+// iteration lost) to be restarted with them.
+JobEnd watch_job(const JobLauncher& launcher, int pid, const ExperimentConfig& cfg, const std::string& run_dir,
+                 int64_t after, const Stopwatch& clock, const std::vector<HostSlots>& hosts, bool short_of_first) {
+  JobEnd end;
   const std::string trace = run_dir + "/trace.jsonl";
   const ino_t before = inode_of(trace);
+  const bool watch_hosts = short_of_first && !cfg.hostfile.empty() && cfg.checkpoint.final;
+  time_t listed_at = watch_hosts ? mtime_of(cfg.hostfile) : 0;
+  HungJobGuard hung(run_dir);
   while (launcher.running(pid)) {
-    if (!*training_at && inode_of(trace) != before && trace_progress(run_dir).last > after)
-      *training_at = clock.elapsed_ms() / 1000.0;
+    if (!hosts.empty()) hung.check(pid);
+    if (after >= 0 && !end.training_at && inode_of(trace) != before && trace_progress(run_dir).last > after)
+      end.training_at = clock.elapsed_ms() / 1000.0;
+    if (watch_hosts && end.returned.empty() && mtime_of(cfg.hostfile) != listed_at) {
+      listed_at = mtime_of(cfg.hostfile);
+      end.returned = returning_hosts(cfg, hosts);
+      if (!end.returned.empty()) {
+        spdlog::info("elastic: host(s) {} back in {}: the job stops after this iteration and restarts with them",
+                     host_list(end.returned), cfg.hostfile);
+        launcher.stop(pid);
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return launcher.wait(pid);
+  end.status = launcher.wait(pid);
+  return end;
+}
+
+std::string stop_reason(const std::string& run_dir) {
+  const json s = json::parse(read_text_file(run_dir + "/summary.json"), nullptr, /*allow_exceptions=*/false);
+  return s.is_object() ? s.value("stop_reason", "") : "";
 }
 
 // summary.json gains the restarts (the last job wrote the rest of it).
@@ -77,40 +178,113 @@ void record_in_summary(const std::string& run_dir, const json& restarts, const E
   write_text_file(path, s.dump(2) + "\n");
 }
 
+// After a failure, the cluster of the next job: the listed hosts that answer a probe
+// (a host that failed is left out, one listed again is taken back; slots on a host
+// that works are reused), as many workers as the first job had where they fit.
+// `cause` gains the hosts left out.
+std::vector<HostSlots> surviving_hosts(const ExperimentConfig& cfg, const std::vector<HostSlots>& hosts,
+                                       std::string* cause) {
+  const std::vector<HostSlots> listed = listed_hosts(cfg, hosts);
+  const std::vector<HostSlots> live = responding_hosts(listed, cfg.elastic.probe_timeout_s);
+  std::vector<HostSlots> gone;
+  for (const HostSlots& h : listed)
+    if (std::none_of(live.begin(), live.end(), [&](const HostSlots& l) { return l.name == h.name; })) gone.push_back(h);
+  if (!gone.empty())
+    *cause += fmt::format("; host(s) {} did not answer within {:g} s: left out", host_list(gone),
+                          cfg.elastic.probe_timeout_s);
+  return live;
+}
+
+// The hosts after some returned: those listed that the job used or that returned,
+// in the hostfile's order.
+std::vector<HostSlots> with_returned(const ExperimentConfig& cfg, const std::vector<HostSlots>& hosts,
+                                     const std::vector<HostSlots>& returned) {
+  std::vector<HostSlots> next;
+  for (const HostSlots& h : listed_hosts(cfg, hosts)) {
+    auto named = [&](const HostSlots& o) { return o.name == h.name; };
+    if (std::any_of(hosts.begin(), hosts.end(), named) || std::any_of(returned.begin(), returned.end(), named))
+      next.push_back(h);
+  }
+  return next;
+}
+
 }  // namespace
+
+void note_aborts_in(const std::string& run_dir) {
+  ::unlink(abort_note_path(run_dir).c_str());
+  setenv(kAbortNoteVar, abort_note_path(run_dir).c_str(), /*overwrite=*/1);  // mpirun's ranks inherit it
+}
+
+int wait_job(const JobLauncher& launcher, int pid, const std::string& run_dir) {
+  HungJobGuard hung(run_dir);
+  while (launcher.running(pid)) {
+    hung.check(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return launcher.wait(pid);
+}
 
 int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const std::vector<std::string>& first_args,
                 const JobLauncher& launcher) {
   const Stopwatch clock;
-  const int workers = static_cast<int>(cfg.workers);
+  const std::vector<HostSlots> first_hosts = job_hosts(cfg.hostfile, cfg.hosts);
+  const int first_workers = cfg.workers;
+  const json resolved = json::parse(cfg.resolved_json, nullptr, /*allow_exceptions=*/false);
+  std::vector<HostSlots> hosts = first_hosts;
+  int workers = first_workers;
   std::vector<std::string> args = first_args;
+  if (!first_hosts.empty()) {  // a host already down would hang mpirun's start
+    std::string down;
+    hosts = surviving_hosts(cfg, first_hosts, &down);
+    workers = std::min(first_workers, total_slots(hosts));
+    TANDEM_CHECK_HINT(workers >= cfg.elastic.min_workers && workers > 0, "bring the hosts up, or list others",
+                      "elastic: cannot start: ", workers, " worker(s) on the hosts that answer, elastic.min_workers = ",
+                      cfg.elastic.min_workers, down);
+    if (workers < first_workers) {
+      spdlog::warn("elastic: starting on {} worker(s) of {}{}", workers, first_workers, down);
+      args.push_back("workers=" + std::to_string(workers));
+      for (const std::string& o : per_slot_overrides(resolved, first_hosts, first_workers, hosts, workers))
+        args.push_back(o);
+    }
+  }
   json restarts = json::array();
+  int64_t failures = 0;
   int64_t resumed_at = -1;  // the checkpoint the running job resumed from
   for (;;) {
-    const int pid = launcher.start(workers, args, job_hosts(cfg.hostfile, cfg.hosts));
-    std::optional<double> training_at;
-    const int status = wait_watching(launcher, pid, run_dir, resumed_at, &training_at, clock);
+    note_aborts_in(run_dir);
+    const int pid = launcher.start(workers, args, hosts);
+    const JobEnd end = watch_job(launcher, pid, cfg, run_dir, resumed_at, clock, hosts, workers < first_workers);
     const double ended_at = clock.elapsed_ms() / 1000.0;
     if (!restarts.empty()) {  // what the last restart cost, now that its job ran
       json& last = restarts.back();
-      if (training_at) last["restart_s"] = *training_at - last["failed_at_s"].get<double>();
+      if (end.training_at) last["restart_s"] = *end.training_at - last["failed_at_s"].get<double>();
       append_line(run_dir + "/trace.jsonl", {{"event", "restart_cost"}, {"iteration", resumed_at},
                                              {"restart", restarts.size()}, {"restart_s", last.value("restart_s", -1.0)}});
     }
-    if (status == 0 || interrupted()) {
+    const bool rescale = end.status == 0 && !end.returned.empty() && !signalled() &&
+                         access((run_dir + "/summary.json").c_str(), R_OK) == 0 && stop_reason(run_dir) == "interrupted";
+    if (!rescale && (end.status == 0 || interrupted() || signalled())) {
       record_in_summary(run_dir, restarts, cfg.elastic);
-      return status == 0 && interrupted() ? 130 : status;
+      return end.status == 0 && interrupted() ? 130 : end.status;
     }
-    const std::string cause = fmt::format("the job failed: mpirun exit status {} (its log names the rank)", status);
-    if (static_cast<int64_t>(restarts.size()) >= cfg.elastic.max_restarts) {
-      spdlog::error("elastic: {}; not restarted: elastic.max_restarts = {} restart(s) already made", cause,
-                    cfg.elastic.max_restarts);
-      return status;
+    std::string cause = failure_cause(run_dir, end.status);
+    std::vector<HostSlots> next = hosts;
+    if (rescale) {
+      cause = "host(s) " + host_list(end.returned) + " back in the hostfile";
+      next = with_returned(cfg, hosts, end.returned);
+    } else {
+      if (++failures > cfg.elastic.max_restarts) {
+        spdlog::error("elastic: {}; not restarted: elastic.max_restarts = {} restart(s) already made", cause,
+                      cfg.elastic.max_restarts);
+        return end.status;
+      }
+      if (!first_hosts.empty()) next = surviving_hosts(cfg, hosts, &cause);
     }
-    if (workers < cfg.elastic.min_workers) {
-      spdlog::error("elastic: {}; not restarted: {} worker(s) left, elastic.min_workers = {}", cause, workers,
+    const int next_workers = first_hosts.empty() ? first_workers : std::min(first_workers, total_slots(next));
+    if (next_workers < cfg.elastic.min_workers) {
+      spdlog::error("elastic: {}; not restarted: {} worker(s) left, elastic.min_workers = {}", cause, next_workers,
                     cfg.elastic.min_workers);
-      return status;
+      return end.status == 0 ? 1 : end.status;
     }
     // The one the resumed job will take (it checks the model too, and sets aside
     // those that fail).
@@ -118,7 +292,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     if (!loaded) {
       spdlog::error("elastic: {}; not restarted: no checkpoint passes the checks yet (checkpoint.every or "
                     "checkpoint.every_s: the first is due before the failure)", cause);
-      return status;
+      return end.status == 0 ? 1 : end.status;
     }
     const int64_t checkpoint = loaded->state.iteration;
     const TraceProgress p = trace_progress(run_dir);
@@ -127,14 +301,21 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
                  {"restart", restarts.size() + 1},
                  {"cause", cause},
                  {"lost_iterations", std::max<int64_t>(0, p.last + 1 - checkpoint)},
-                 {"workers", workers},
+                 {"workers", next_workers},
                  {"failed_at_s", ended_at}};
+    if (!next.empty()) mark["hosts"] = host_list(next);
     append_line(run_dir + "/trace.jsonl", mark);
     restarts.push_back(mark);
-    spdlog::warn("elastic: {}; restart {} of at most {}: resuming from the checkpoint at iteration {} on {} "
-                 "worker(s) ({} iteration(s) since it run again)", cause, restarts.size(), cfg.elastic.max_restarts,
-                 checkpoint, workers, mark["lost_iterations"].get<int64_t>());
-    args = {"--resume", run_dir};
+    spdlog::warn("elastic: {}; restart {} ({} of at most {} after failures): resuming from the checkpoint at "
+                 "iteration {} on {} worker(s){} ({} iteration(s) since it run again)", cause, restarts.size(),
+                 failures, cfg.elastic.max_restarts, checkpoint, next_workers,
+                 next.empty() ? "" : " on " + host_list(next), mark["lost_iterations"].get<int64_t>());
+    args = {"--resume", run_dir, "workers=" + std::to_string(next_workers)};
+    if (!first_hosts.empty())
+      for (const std::string& o : per_slot_overrides(resolved, first_hosts, first_workers, next, next_workers))
+        args.push_back(o);
+    hosts = next;
+    workers = next_workers;
     resumed_at = checkpoint;
   }
 }

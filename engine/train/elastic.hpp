@@ -35,7 +35,19 @@ struct JobLauncher {
   std::function<int(int workers, const std::vector<std::string>& args, const std::vector<HostSlots>& hosts)> start;
   std::function<bool(int pid)> running;
   std::function<int(int pid)> wait;
+  // Stops the job gracefully: every rank finishes the iteration and writes its final
+  // checkpoint and summary (as Ctrl-C does).
+  std::function<void(int pid)> stop;
 };
+
+// Before starting a job: its aborting ranks note why in the run directory
+// (engine/dist/abort_note.hpp), which wait_job and run_elastic watch.
+void note_aborts_in(const std::string& run_dir);
+
+// Waits for a job and returns its exit status; ends mpirun when it still runs a
+// grace period (5 s) after a rank aborted the job: across hosts mpirun may never end
+// while a host it cannot reach holds part of the job.
+int wait_job(const JobLauncher& launcher, int pid, const std::string& run_dir);
 
 // Runs the job under the elastic rules until it succeeds, is interrupted, or cannot
 // go on; returns the last job's exit status (130 when interrupted).

@@ -14,6 +14,7 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_mpirun{0};
 std::atomic<int> g_forwarded{0};
+std::atomic<bool> g_signalled{false};
 
 // A second Ctrl-C ends the process as Ctrl-C does when nothing listens.
 extern "C" void on_interrupt(int sig) {
@@ -28,6 +29,7 @@ extern "C" void on_interrupt(int sig) {
 extern "C" void on_launcher_signal(int sig) {
   const pid_t pid = g_mpirun.load();
   if (pid <= 0) return;
+  g_signalled = true;
   if (sig != SIGINT) {
     kill(pid, SIGTERM);
     return;
@@ -62,6 +64,8 @@ InterruptGuard::InterruptGuard() {
 InterruptGuard::~InterruptGuard() { set_handler(SIGINT, SIG_DFL); }
 
 bool interrupted() { return g_interrupted; }
+
+bool signalled() { return g_signalled; }
 
 void listen_for_forwarded_interrupt() { set_handler(SIGUSR1, on_interrupt); }
 

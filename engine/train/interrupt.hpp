@@ -23,6 +23,10 @@ public:
 // started listening.
 bool interrupted();
 
+// The launcher: whether it forwarded any signal (Ctrl-C, SIGTERM, SIGHUP) to the job,
+// which then must not be restarted (--elastic).
+bool signalled();
+
 // A rank of a job mpirun started: listen for the launcher's SIGUSR1 from the start,
 // so one that arrives while the rank is still setting up stops it at its first
 // boundary instead of killing it (SIGUSR1's default action).

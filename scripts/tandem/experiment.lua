@@ -160,6 +160,8 @@ M.schema = record {
   elastic = record {
     min_workers = integer(1, { min = 1, max = MAX_INT, doc = 'fewer workers left than this: the run stops' }),
     max_restarts = integer(3, { min = 0, max = 1000, doc = 'restarts after which a further failure ends the run' }),
+    probe_timeout_s = number(10, { gt = 0, doc = 'across hosts: before a restart every host is asked to run '
+                                             .. 'tandem; one that has not within this many seconds is left out' }),
   },
   max_nonfinite_steps = integer(5, { min = 1, doc = 'steps in a row skipped for a NaN/Inf gradient after which '
                                                  .. 'the run stops' }),

@@ -8,6 +8,7 @@ packages=(
   libluajit-5.1-dev liblpsolve55-dev libspdlog-dev libboost-test-dev
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev zlib1g-dev libreadline-dev libseccomp-dev
   python3 python3-matplotlib
+  iproute2 slurm-wlm munge  # the tests across hosts (network namespaces) and under a one-machine Slurm
   dataset-fashion-mnist fortunes
   "$@"
 )

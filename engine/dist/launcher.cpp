@@ -62,7 +62,10 @@ void launch_ranks(int workers, const std::vector<std::string>& args, const std::
 }
 
 int mpi_world_size() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+  // Under Slurm's srun --mpi=pmix (or pmi2) no launcher of OpenMPI's sets the size:
+  // the step's task count is the job's, where the process is one of its ranks.
+  const bool srun_rank = std::getenv("SLURM_PROCID") && (std::getenv("PMIX_RANK") || std::getenv("PMI_RANK"));
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", srun_rank ? "SLURM_STEP_NUM_TASKS" : "PMI_SIZE"}) {
     const char* v = std::getenv(var);
     if (!v || !*v) continue;
     char* end = nullptr;

@@ -25,8 +25,9 @@ std::vector<std::string> mpirun_command(int workers, const std::vector<std::stri
 [[noreturn]] void launch_ranks(int workers, const std::vector<std::string>& args,
                                const std::vector<HostSlots>& hosts = {});
 
-// The ranks of the MPI job this process is one of, from what mpirun puts in the
-// environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE); 0 when no mpirun started it (the
+// The ranks of the MPI job this process is one of, from what mpirun or srun puts in
+// the environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, or under srun --mpi=pmix
+// SLURM_STEP_NUM_TASKS); 0 when no mpirun started it (the
 // launcher itself, tandem sim, a single worker). An experiment's per-worker settings
 // must fit this many ranks, whatever its `workers` says.
 int mpi_world_size();

@@ -125,6 +125,40 @@ def iterations_of(rows, restarts_before):
     return out
 
 
+def dead_host_without_elastic(env):
+    """Without --elastic a host's death ends the job: its rank is named at the
+    deadline, and mpirun, which would wait for the unreachable host's daemon for
+    good, is ended by the launcher 5 s after the abort."""
+    out_dir = os.path.join(SCRATCH, "no_elastic")
+    cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "hosts=10.77.0.1:1,10.77.0.2:1,10.77.0.3:1",
+           "stop.max_iterations=100000", "log_every=1", "eval_every=100000", "collective_timeout_s=5",
+           "console=false", "emulation.reference=0.05", "--out", out_dir]
+    log = open(os.path.join(SCRATCH, "output.txt"), "w+")
+    job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    global OUT
+    saved, OUT = OUT, out_dir
+    try:
+        wait_for("iteration 30 on 3 workers", lambda rows: any(
+            r.get("event") == "iteration" and r["iteration"] >= 30 for r in rows), job)
+        killed = time.time()
+        kill_host(2)
+        job.wait(timeout=PHASE_TIMEOUT_S)
+        ended = time.time() - killed
+    finally:
+        OUT = saved
+        if job.poll() is None:
+            os.killpg(job.pid, 9)
+    log.seek(0)
+    out = log.read()
+    if job.returncode == 0 or "missing rank(s): 2" not in out or "mpirun still runs" not in out:
+        fail(f"h2's death without --elastic: status {job.returncode}, output ends:\n{out[-3000:]}")
+    # collective_timeout_s + the 5 s grace; the rest bounds a loaded machine's teardown.
+    if ended > 5 + 5 + 40:
+        fail(f"the job ended {ended:.1f} s after h2 died")
+    print(f"ok: without --elastic, h2's death named (missing rank(s): 2) and the job ended {ended:.1f} s after it "
+          "(mpirun, waiting for the unreachable host, ended by the launcher)")
+
+
 def main():
     shutil.rmtree(SCRATCH, ignore_errors=True)
     os.makedirs(SCRATCH)
@@ -133,6 +167,8 @@ def main():
     with open(os.path.join(HOST_DIR, "mpirun-flags")) as f:
         env = dict(os.environ, TANDEM_MPIRUN_FLAGS=f.read().strip())
     write_hostfile([0, 1, 2])
+    dead_host_without_elastic(env)
+    revive_host(2)
 
     cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "--elastic", f"hostfile={HOSTFILE}",
            f"stop.max_iterations={ITERATIONS}", "log_every=1", "eval_every=100000", "checkpoint.every=20",

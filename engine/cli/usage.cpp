@@ -10,7 +10,7 @@ namespace {
 const Option kDryRun = {"--dry-run", "", "load and check the experiment, print it resolved (and the mpirun line), exit"};
 const Option kPrintConfig = {"--print-config", "", "the same as --dry-run"};
 const Option kOverwrite = {"--overwrite", "", "write into --out DIR even if an earlier run's files are there"};
-const Option kLogLevel = {"--log-level", "LEVEL", "trace, debug, info, warn or error (log_level=LEVEL)"};
+const Option kLogLevel = {"--log-level", "LEVEL", "trace, debug, info (default), warn, error or off (log_level=LEVEL)"};
 
 std::vector<Command> make_commands() {
   return {

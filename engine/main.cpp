@@ -321,20 +321,25 @@ int cmd_report(const std::vector<std::string>& args) {
                    python, ": ", std::strerror(errno));
 }
 
+// What is wrong with giving --resume RUN_DIR with the rest of `line`, or "".
+std::string resume_conflict(const CommandLine& line) {
+  if (!line.has("--resume")) return "";
+  if (!line.operand.empty())
+    return "--resume takes the experiment from the run directory; give no experiment file ('" + line.operand + "')";
+  if (line.has("--out")) return "--resume continues in RUN_DIR itself; drop --out";
+  return "";
+}
+
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   CommandLine line;
   if (const int status = parse_or_exit("run", args, &line); status >= 0) return status;
-  const tandem::cli::Command* run_cmd = tandem::cli::find_command("run");
+  if (const std::string wrong = resume_conflict(line); !wrong.empty())
+    return usage_error(wrong, tandem::cli::find_command("run"));
   std::string experiment = line.operand;
   std::vector<std::string> overrides = line.overrides;
   const std::string resume = line["--resume"];
   const bool repl = line.has("--repl");
   const bool elastic = line.has("--elastic");
-  if (!resume.empty() && !experiment.empty())
-    return usage_error("--resume takes the experiment from the run directory; give no experiment file ('" +
-                           experiment + "')", run_cmd);
-  if (!resume.empty() && line.has("--out"))
-    return usage_error("--resume continues in RUN_DIR itself; drop --out", run_cmd);
   options_as_overrides(line, &overrides);
   if (!resume.empty()) resume_settings(resume, &experiment, &overrides);
   auto load = [&] {
@@ -342,6 +347,9 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     c.resume = !resume.empty();
     return c;
   };
+
+  // Under an mpirun of the user's, every rank prints what it would train, and none trains.
+  if (dry_run(line) && tandem::launched_by_mpi()) return tandem::cli::print_dry_run(load(), nullptr);
 
   // --repl: this terminal becomes the console's prompt. The run directory is fixed
   // here so the prompt knows where the console's socket will be.
@@ -435,7 +443,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   // A single worker stopped by Ctrl-C exits as the shell expects of SIGINT; the ranks
   // of a job exit 0 (mpirun would call another status a failure) and the launcher
   // says it.
-  return tandem::interrupted() && !tandem::launched_by_mpi() ? 130 : 0;
+  return tandem::interrupted() && !tandem::launched_by_mpi() ? tandem::cli::kExitInterrupted : 0;
 }
 
 int print_version() {

@@ -10,6 +10,7 @@ namespace {
 const Option kDryRun = {"--dry-run", "", "load and check the experiment, print it resolved (and the mpirun line), exit"};
 const Option kPrintConfig = {"--print-config", "", "the same as --dry-run"};
 const Option kOverwrite = {"--overwrite", "", "write into --out DIR even if an earlier run's files are there"};
+const Option kOut = {"--out", "DIR", "the run directory (out_dir=DIR); refused if an earlier run is there"};
 const Option kLogLevel = {"--log-level", "LEVEL", "trace, debug, info (default), warn, error or off (log_level=LEVEL)"};
 
 std::vector<Command> make_commands() {
@@ -27,7 +28,7 @@ std::vector<Command> make_commands() {
        "experiment file",
        true,
        {{"--workers", "N", "train on N workers (workers=N)"},
-        {"--out", "DIR", "the run directory (out_dir=DIR); refused if an earlier run is there"},
+        kOut,
         kOverwrite,
         {"--hostfile", "FILE", "start the ranks on the hosts of an OpenMPI hostfile (hostfile=FILE)"},
         {"--host", "LIST", "start the ranks on these hosts, e.g. a:2,b:2 (hosts=LIST)"},
@@ -45,7 +46,7 @@ std::vector<Command> make_commands() {
        "experiment file",
        true,
        {{"--workers", "N", "simulate N workers (workers=N)"},
-        {"--out", "DIR", "the run directory (out_dir=DIR); refused if an earlier run is there"},
+        kOut,
         kOverwrite,
         kLogLevel,
         kDryRun,

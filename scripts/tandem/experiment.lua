@@ -657,13 +657,7 @@ end
 -- The model
 
 -- A readable file (a directory opens, but does not read).
-local function file_exists(path)
-  local f = io.open(path, 'r')
-  if not f then return false end
-  local _, err = f:read(0)
-  f:close()
-  return err == nil
-end
+local file_exists = require('tandem.search_path').readable
 
 local function dirname(path) return path:match('^(.*)/[^/]*$') or '.' end
 

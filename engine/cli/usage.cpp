@@ -24,7 +24,9 @@ std::vector<Command> make_commands() {
        "(default runs/<name>-<timestamp>) gets config.json, log.txt, trace.jsonl,\n"
        "trace.perfetto.json, summary.json, calibration.json, checkpoints/ and repl.sock.\n"
        "Checkpoints: checkpoint.every=ITERATIONS (or every_s=SECONDS), keep=K.\n"
-       "Ctrl-C stops every worker after the current iteration (exit status 130).",
+       "Ctrl-C stops every worker after the current iteration (exit status 130).\n"
+       "--resume RUN_DIR with --workers N goes on with another number of workers (after losing\n"
+       "one, say): the global batch stays, the plan is decided again for the new cluster.",
        "experiment file",
        true,
        {{"--workers", "N", "train on N workers (workers=N)"},
@@ -49,7 +51,7 @@ std::vector<Command> make_commands() {
         kOut,
         kOverwrite,
         kLogLevel,
-        kDryRun,
+        {"--dry-run", "", "load and check the experiment, print it resolved, exit"},
         kPrintConfig}},
       {"profile", "EXPERIMENT.lua [key=value ...] [--out FILE]",
        "measure this device's compute for the experiment's model",

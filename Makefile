@@ -29,7 +29,8 @@ bench: configure
 	tools/bench/run_all.sh $(BUILD)
 
 # The papers' experiments (scripts/experiments/suite), each ending with a report and
-# a comparison table; STUDY=name runs one. Not tests: they take an hour or more.
+# a comparison table; STUDY=name runs one. Not tests (`make test` takes about 7
+# minutes on 2 cores): the whole suite takes about a quarter of an hour (README, Results).
 experiments: build
 	python3 tools/experiments/run.py --build $(BUILD) $(STUDY)
 

@@ -1,8 +1,6 @@
-// The tandem command line.
-//   tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl] [--elastic]
-//   tandem run --resume RUN_DIR [key=value ...] [--workers N]
-//   tandem test FILE.lua          run a Lua test file (tests/lua)
-//   tandem version
+// The tandem command line: run, sim, profile, attach, report, test, version. Their
+// options, usages and help live in engine/cli/ (one table per subcommand); this file
+// does what each subcommand does.
 // Errors print what failed, where, and what to do, and exit non-zero; nothing is
 // trained until the experiment and its model have loaded and validated.
 #include <fcntl.h>
@@ -21,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/cli/dry_run.hpp"
+#include "engine/cli/options.hpp"
+#include "engine/cli/usage.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/gpu_probe.hpp"
 #include "engine/core/log.hpp"
@@ -53,110 +54,52 @@
 
 namespace {
 
-const char* kUsage = R"(tandem: data-parallel training for clusters whose workers run at different speeds
-
-usage:
-  tandem run EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR] [--log-level LEVEL] [--repl] [--elastic]
-      Train as the experiment says. key=value overrides a setting without editing
-      the file (dotted keys reach into tables: stop.epochs=3 schedule.kind=cosine).
-      With workers = N > 1 (or --workers N) tandem starts N local ranks through
-      mpirun; under your own `mpirun -np N [--hostfile H] tandem run ...` it runs
-      as those ranks. The run directory (default runs/<name>-<timestamp>) gets
-      config.json, log.txt, trace.jsonl, trace.perfetto.json and summary.json.
-      --repl: this terminal is a Lua prompt into the running job (see attach).
-      Checkpoints: checkpoint.every=ITERATIONS (or every_s=SECONDS), keep=K.
-      --elastic: when a rank dies or hangs, restart the job from its newest
-      checkpoint by itself (elastic.max_restarts, elastic.min_workers).
-      Ctrl-C stops every worker after the current iteration (exit status 130).
-  tandem run --resume RUN_DIR [key=value ...] [--workers N]
-      Continue a run from the newest good checkpoint in RUN_DIR/checkpoints, with
-      the experiment and overrides in RUN_DIR/config.json (plus any given now).
-      --workers N: on another number of workers (after losing one, say); the global
-      batch stays, the plan is decided again for the new cluster.
-  tandem sim EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR]
-      Run the experiment's policy against a simulated cluster (the emulation
-      settings over this machine's calibration, sim.* for noise and the network)
-      instead of training; writes the same trace and summary as a run.
-  tandem profile EXPERIMENT.lua [key=value ...] [--out FILE]
-      Measure this device's compute for the model by local batch (device=cuda for
-      a GPU) and write it as a Lua table: a measured device for emulation and sim.
-  tandem attach RUN_DIR
-      A Lua prompt into a running job through the socket in its run directory:
-      workers(), plan(), history(n), policy(), swap('boa'), set(key, value),
-      emulate{...}, pause(), resume(), stop(); help() lists them. Ctrl-D detaches.
-  tandem report RUN_DIR [RUN_DIR ...] [--out FILE.html] [--target ACC] [--title T]
-      A self-contained HTML report of one run or several overlaid (matplotlib,
-      Debian's python3-matplotlib): per-worker compute/communication/idle, local
-      batches with the policy's decisions, throughput against the ideal, loss and
-      test accuracy against time; with several runs a comparison table.
-  tandem test FILE.lua
-      Run a Lua test file.
-  tandem version
-)";
+using tandem::cli::CommandLine;
+using tandem::cli::usage_error;
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "tandem: %s\n\n%s", msg.c_str(), kUsage);
-  return 2;
+// Parses a subcommand's arguments by its option table (engine/cli/usage.cpp). Returns
+// -1 to go on with *line filled, else the exit status: 0 after its --help, 2 after a
+// usage error.
+int parse_or_exit(const std::string& name, const std::vector<std::string>& args, CommandLine* line) {
+  const tandem::cli::Command& cmd = *tandem::cli::find_command(name);
+  const std::string wrong = tandem::cli::parse_command_line(cmd, args, line);
+  if (!wrong.empty()) return usage_error(wrong, &cmd);
+  if (line->help) {
+    std::fputs(tandem::cli::command_help(cmd).c_str(), stdout);
+    return 0;
+  }
+  if (line->operand.empty() && !cmd.operand.empty() && !(name == "run" && line->has("--resume")))
+    return usage_error(name + " needs " + (cmd.operand == "experiment file" ? "an " : "a ") + cmd.operand, &cmd);
+  return -1;
 }
 
-// The command line of run, sim and profile: one experiment file, key=value
-// overrides, and options: `--name VALUE` for the names in `valued`, bare `--name`
-// for those in `flags`. Returns what is wrong with it, or "" with *line filled.
-struct CommandLine {
-  std::string experiment;
-  std::vector<std::string> overrides;
-  std::map<std::string, std::string> options;  // "--out" -> its value; a flag -> ""
-  bool has(const std::string& name) const { return options.count(name) != 0; }
-  std::string operator[](const std::string& name) const {
-    const auto it = options.find(name);
-    return it == options.end() ? std::string() : it->second;
-  }
-};
-
-std::string parse_command_line(const std::vector<std::string>& args, const std::set<std::string>& valued,
-                               const std::set<std::string>& flags, CommandLine* line) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (flags.count(a)) {
-      line->options[a] = "";
-    } else if (valued.count(a)) {
-      if (i + 1 >= args.size()) return a + " needs a value";
-      line->options[a] = args[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      return "unknown option '" + a + "'";
-    } else if (a.find('=') != std::string::npos) {
-      line->overrides.push_back(a);
-    } else if (line->experiment.empty()) {
-      line->experiment = a;
-    } else {
-      return "more than one experiment file given ('" + line->experiment + "' and '" + a + "')";
-    }
-  }
-  return "";
-}
-
-// --out DIR, --workers N and --log-level L as the overrides they stand for.
+// --out DIR, --workers N, --log-level L, --hostfile FILE and --host LIST as the
+// overrides they stand for.
 void options_as_overrides(const CommandLine& line, std::vector<std::string>* overrides) {
   if (line.has("--out")) overrides->push_back("out_dir=" + line["--out"]);
   if (line.has("--log-level")) overrides->push_back("log_level=" + line["--log-level"]);
   if (line.has("--workers")) overrides->push_back("workers=" + line["--workers"]);
+  if (line.has("--hostfile")) overrides->push_back("hostfile=" + line["--hostfile"]);
+  if (line.has("--host")) overrides->push_back("hosts=" + line["--host"]);
 }
+
+bool dry_run(const CommandLine& line) { return line.has("--dry-run") || line.has("--print-config"); }
 
 // tandem sim EXPERIMENT.lua [key=value ...] [--workers N] [--out DIR]
 int cmd_sim(const std::vector<std::string>& args) {
   CommandLine line;
-  const std::string wrong = parse_command_line(args, {"--out", "--workers", "--log-level"}, {}, &line);
-  if (!wrong.empty()) return usage_error(wrong);
-  if (line.experiment.empty()) return usage_error("sim needs an experiment file");
+  if (const int status = parse_or_exit("sim", args, &line); status >= 0) return status;
   options_as_overrides(line, &line.overrides);
-  const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
+  const tandem::ExperimentConfig cfg = tandem::load_experiment(line.operand, line.overrides);
   tandem::log::set_level(cfg.log_level);
   tandem::check_model_memory(cfg, 1, /*started_by_mpirun=*/false);  // one model, however many simulated workers
+  if (dry_run(line)) return tandem::cli::print_dry_run(cfg, nullptr);
+  if (!line.has("--overwrite")) tandem::check_no_earlier_run(cfg.out_dir);
   tandem::cpu_device().set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   // This machine's compute for the model is the emulation's reference: given by the
   // experiment (a real run's calibration.json), or measured now, as a real run does.
@@ -189,11 +132,9 @@ int cmd_sim(const std::vector<std::string>& args) {
 // for the experiment's model, by local batch, as a Lua table.
 int cmd_profile(const std::vector<std::string>& args) {
   CommandLine line;
-  const std::string wrong = parse_command_line(args, {"--out"}, {}, &line);
-  if (!wrong.empty()) return usage_error(wrong);
-  if (line.experiment.empty()) return usage_error("profile needs an experiment file");
+  if (const int status = parse_or_exit("profile", args, &line); status >= 0) return status;
   const std::string out = line["--out"];  // a file here, not the run directory
-  const tandem::ExperimentConfig cfg = tandem::load_experiment(line.experiment, line.overrides);
+  const tandem::ExperimentConfig cfg = tandem::load_experiment(line.operand, line.overrides);
   tandem::log::set_level(cfg.log_level);
   tandem::check_model_memory(cfg, 1, /*started_by_mpirun=*/false);
   const tandem::DeviceChoice device = tandem::choose_device(cfg.device, 0);
@@ -380,21 +321,25 @@ int cmd_report(const std::vector<std::string>& args) {
                    python, ": ", std::strerror(errno));
 }
 
+// What is wrong with giving --resume RUN_DIR with the rest of `line`, or "".
+std::string resume_conflict(const CommandLine& line) {
+  if (!line.has("--resume")) return "";
+  if (!line.operand.empty())
+    return "--resume takes the experiment from the run directory; give no experiment file ('" + line.operand + "')";
+  if (line.has("--out")) return "--resume continues in RUN_DIR itself; drop --out";
+  return "";
+}
+
 int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   CommandLine line;
-  const std::string wrong =
-      parse_command_line(args, {"--out", "--log-level", "--workers", "--resume"}, {"--repl", "--elastic"}, &line);
-  if (!wrong.empty()) return usage_error(wrong);
-  std::string experiment = line.experiment;
+  if (const int status = parse_or_exit("run", args, &line); status >= 0) return status;
+  if (const std::string wrong = resume_conflict(line); !wrong.empty())
+    return usage_error(wrong, tandem::cli::find_command("run"));
+  std::string experiment = line.operand;
   std::vector<std::string> overrides = line.overrides;
   const std::string resume = line["--resume"];
   const bool repl = line.has("--repl");
   const bool elastic = line.has("--elastic");
-  if (!resume.empty() && !experiment.empty())
-    return usage_error("--resume takes the experiment from the run directory; give no experiment file ('" +
-                       experiment + "')");
-  if (!resume.empty() && line.has("--out")) return usage_error("--resume continues in RUN_DIR itself; drop --out");
-  if (experiment.empty() && resume.empty()) return usage_error("run needs an experiment file (or --resume RUN_DIR)");
   options_as_overrides(line, &overrides);
   if (!resume.empty()) resume_settings(resume, &experiment, &overrides);
   auto load = [&] {
@@ -402,6 +347,9 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     c.resume = !resume.empty();
     return c;
   };
+
+  // Under an mpirun of the user's, every rank prints what it would train, and none trains.
+  if (dry_run(line) && tandem::launched_by_mpi()) return tandem::cli::print_dry_run(load(), nullptr);
 
   // --repl: this terminal becomes the console's prompt. The run directory is fixed
   // here so the prompt knows where the console's socket will be.
@@ -413,6 +361,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     if (const int slots = tandem::slots_given(overrides)) overrides.push_back("workers=" + std::to_string(slots));
     // Loaded here first so a broken experiment fails once, before any rank starts.
     const tandem::ExperimentConfig cfg = load();
+    if (resume.empty() && !line.has("--overwrite") && !dry_run(line)) tandem::check_no_earlier_run(cfg.out_dir);
     const int slots = tandem::total_slots(tandem::job_hosts(cfg.hostfile, cfg.hosts));
     // Before any rank starts, or this process allocates its model.
     tandem::check_model_memory(cfg, cfg.workers, /*started_by_mpirun=*/false);
@@ -427,6 +376,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     // The run directory is fixed here when the prompt needs its socket, or when
     // several ranks run (after a failure this process says where things stand).
     const bool job = cfg.workers > 1 || elastic || slots > 0;
+    if (dry_run(line)) return tandem::cli::print_dry_run(cfg, job ? &rank_args : nullptr);
     if (repl || (job && resume.empty())) {
       TANDEM_CHECK_HINT(!repl || cfg.console, "leave console = true (the default) to use --repl",
                         "--repl needs the run's console, but the experiment sets console = false");
@@ -493,46 +443,60 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   // A single worker stopped by Ctrl-C exits as the shell expects of SIGINT; the ranks
   // of a job exit 0 (mpirun would call another status a failure) and the launcher
   // says it.
-  return tandem::interrupted() && !tandem::launched_by_mpi() ? 130 : 0;
+  return tandem::interrupted() && !tandem::launched_by_mpi() ? tandem::cli::kExitInterrupted : 0;
+}
+
+int print_version() {
+  std::printf("tandem 0.1.0 (built %s CUDA)\n", TANDEM_HAVE_CUDA ? "with" : "without");
+  const tandem::GpuProbe gpus = tandem::probe_gpus();
+  for (const std::string& d : gpus.devices) std::printf("gpu: %s\n", d.c_str());
+  if (gpus.devices.empty()) std::printf("gpu: none (%s); training runs on the CPU\n", gpus.reason.c_str());
+  return 0;
+}
+
+// The top level: `tandem COMMAND ...`, `tandem --help`, `tandem --version`.
+int dispatch(std::vector<std::string> args, int* argc, char*** argv) {
+  using tandem::cli::usage_error;
+  if (args.empty()) {
+    std::fputs(tandem::cli::top_level_help().c_str(), stderr);
+    return tandem::cli::kExitUsage;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    const tandem::cli::Command* about = args.empty() ? nullptr : tandem::cli::find_command(args[0]);
+    if (!args.empty() && !about) return usage_error(tandem::cli::unknown_command(args[0]));
+    std::fputs((about ? tandem::cli::command_help(*about) : tandem::cli::top_level_help()).c_str(), stdout);
+    return 0;
+  }
+  if (cmd == "--version") return print_version();
+  if (cmd.rfind("-", 0) == 0) {
+    const std::string near = tandem::cli::nearest(cmd, {"--help", "--version"});
+    return usage_error("unknown option '" + cmd + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  }
+  if (cmd == "run") return cmd_run(args, argc, argv);
+  if (cmd == "sim") return cmd_sim(args);
+  if (cmd == "report") return cmd_report(args);
+  if (cmd == "profile") return cmd_profile(args);
+  if (!tandem::cli::find_command(cmd)) return usage_error(tandem::cli::unknown_command(cmd));
+  CommandLine line;
+  if (const int status = parse_or_exit(cmd, args, &line); status >= 0) return status;
+  if (cmd == "attach") return tandem::attach_console(line.operand, {});
+  if (cmd == "test") return tandem::run_lua_test_file(line.operand);
+  return print_version();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
   try {
     tandem::log::init(0, "info");
-    if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-      std::fputs(kUsage, stdout);
-      return args.empty() ? 2 : 0;
-    }
-    const std::string cmd = args[0];
-    args.erase(args.begin());
-    if (cmd == "run") return cmd_run(args, &argc, &argv);
-    if (cmd == "sim") return cmd_sim(args);
-    if (cmd == "report") return cmd_report(args);
-    if (cmd == "profile") return cmd_profile(args);
-    if (cmd == "attach") {
-      if (args.size() != 1) return usage_error("attach needs the run directory of a running job");
-      return tandem::attach_console(args[0], {});
-    }
-    if (cmd == "test") {
-      if (args.size() != 1) return usage_error("test needs exactly one Lua file");
-      return tandem::run_lua_test_file(args[0]);
-    }
-    if (cmd == "version" || cmd == "--version") {
-      std::printf("tandem 0.1.0 (built %s CUDA)\n", TANDEM_HAVE_CUDA ? "with" : "without");
-      const tandem::GpuProbe gpus = tandem::probe_gpus();
-      for (const std::string& d : gpus.devices) std::printf("gpu: %s\n", d.c_str());
-      if (gpus.devices.empty()) std::printf("gpu: none (%s); training runs on the CPU\n", gpus.reason.c_str());
-      return 0;
-    }
-    return usage_error("unknown command '" + cmd + "'");
+    return dispatch(std::vector<std::string>(argv + 1, argv + argc), &argc, &argv);
   } catch (const tandem::Error& e) {
     spdlog::error("{}", e.what());
-    return 1;
+    return tandem::cli::kExitFailure;
   } catch (const std::exception& e) {
     spdlog::error("unexpected error: {}", e.what());
-    return 1;
+    return tandem::cli::kExitFailure;
   }
 }

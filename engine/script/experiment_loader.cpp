@@ -91,6 +91,10 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   {
     LuaState L;
     LoadDeadline deadline(L);                                  // after L: gone before L closes
+    // dofile and require search beside the experiment and TANDEM_PATH (scripts/tandem/search_path.lua).
+    push_module_function(L, "tandem.search_path", "install");
+    lua_pushstring(L, path.c_str());
+    protected_call(L, 1, 0, "setting up the search path of experiment " + path);
     push_module_function(L, "tandem.experiment", "resolve");  // resolve
     load_file(L, path, "experiment");                          // resolve, chunk
     deadline.call(0, 1, "experiment file " + path, "running experiment " + path);  // resolve, experiment table

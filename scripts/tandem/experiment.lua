@@ -657,13 +657,7 @@ end
 -- The model
 
 -- A readable file (a directory opens, but does not read).
-local function file_exists(path)
-  local f = io.open(path, 'r')
-  if not f then return false end
-  local _, err = f:read(0)
-  f:close()
-  return err == nil
-end
+local file_exists = require('tandem.search_path').readable
 
 local function dirname(path) return path:match('^(.*)/[^/]*$') or '.' end
 
@@ -1009,18 +1003,18 @@ function M.resolve(exp, overrides, source, world)
     end
   end
 
-  -- A policy is a name under scripts/policies/, or a path: relative to the working
-  -- directory, else to the experiment file's folder.
+  -- A policy is a name (policies/NAME.lua or scripts/policies/NAME.lua) or a path,
+  -- looked for beside the experiment, in TANDEM_PATH, the working directory, then
+  -- tandem's tree (tandem.search_path).
   local pol = exp.policy
   if pol.file then
-    local by_name = (package.tandem_root or '.') .. '/scripts/policies/' .. pol.file .. '.lua'
-    local beside = dirname(source) .. '/' .. pol.file
-    if not pol.file:find('[/.]') and file_exists(by_name) then pol.file = by_name
-    elseif file_exists(pol.file) then -- as given
-    elseif pol.file:sub(1, 1) ~= '/' and file_exists(beside) then pol.file = beside
+    local found, tried = require('tandem.search_path').find_policy(pol.file, source ~= 'experiment' and source or nil)
+    if found then pol.file = found
     else
-      fail(ctx, 'policy.file', string.format("policy '%s' not found (or not a readable file)", pol.file),
-           'name a policy in scripts/policies/ (equal, proportional, boa, lbb) or give the path of a .lua file')
+      fail(ctx, 'policy.file', string.format("policy '%s' not found (or not a readable file; looked for %s)", pol.file,
+                                             table.concat(tried, ', ')),
+           'name a policy in scripts/policies/ (equal, proportional, boa, lbb), give the path of a .lua file, '
+             .. 'or add its folder to TANDEM_PATH')
     end
   end
 

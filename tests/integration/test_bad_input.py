@@ -329,7 +329,8 @@ def disk_full_scenario():
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     os.symlink("/dev/full", os.path.join(run_dir, "trace.jsonl"))
-    status, out = run_to_end("disk-full", ["--out", run_dir, "stop.max_iterations=40", "log_every=10",
+    # --overwrite: the planted trace.jsonl makes the directory look like an earlier run's.
+    status, out = run_to_end("disk-full", ["--out", run_dir, "--overwrite", "stop.max_iterations=40", "log_every=10",
                                            "device=cpu", "console=false"])
     want = f"cannot write the run's file '{run_dir}/trace.jsonl': No space left on device"
     check("disk_full", status != 0 and want in out and "free space on that disk" in out,

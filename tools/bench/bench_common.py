@@ -21,7 +21,7 @@ def write_result(result, out=None):
 def run(build, out_root, name, args, experiment="scripts/experiments/quickstart.lua"):
     """One tandem run; returns its summary.json."""
     out = os.path.join(out_root, name)
-    cmd = [f"{build}/tandem", "run", experiment, "--out", out, "log_level=warn"] + args
+    cmd = [f"{build}/tandem", "run", experiment, "--out", out, "--overwrite", "log_level=warn"] + args
     subprocess.run(cmd, check=True)
     with open(os.path.join(out, "summary.json")) as f:
         return json.load(f)

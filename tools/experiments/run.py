@@ -184,7 +184,8 @@ def run_study(study, args):
         if not args.force and os.path.exists(os.path.join(d, "summary.json")):
             print(f"   [{i}/{len(files)}] {name}: done before, kept ({d})", flush=True)
             continue
-        cmd = [os.path.join(args.build, "tandem"), command_of(f), f, "--out", d, "log_level=warn"]
+        # --force, or a variant that stopped before its summary: its directory is ours to reuse.
+        cmd = [os.path.join(args.build, "tandem"), command_of(f), f, "--out", d, "--overwrite", "log_level=warn"]
         start = time.monotonic()
         print(f"   [{i}/{len(files)}] {name}: tandem {cmd[1]} {f} ...", end="", flush=True)
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

@@ -131,17 +131,32 @@ def target_arg(text):
     return v
 
 
+class ReportArgs(argparse.ArgumentParser):
+    """argparse in the style of the other subcommands' --help and errors (engine/cli/usage.cpp):
+    a mistake is one line and a pointer to --help, exit status 2."""
+
+    def error(self, message):
+        print(f"tandem: {message}\n(tandem report --help shows the usage)", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="tandem report", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="*", metavar="RUN_DIR", help="run directories (tandem run / tandem sim --out)")
-    ap.add_argument("--out", help="the HTML file (default RUN_DIR/report.html, ./report.html for several runs)")
-    ap.add_argument("--target", type=target_arg, help="test accuracy for the time-to-accuracy column")
-    ap.add_argument("--title", help="the page's title")
-    ap.add_argument("--json", help="also write the comparison table's rows to this file as JSON")
+    ap = ReportArgs(prog="tandem report", usage="tandem report RUN_DIR [RUN_DIR ...] [options]",
+                    description="A self-contained HTML report of one run or several overlaid (matplotlib), and the\n"
+                                "comparison table on stdout. Default output: RUN_DIR/report.html for one run,\n"
+                                "./report.html for several.",
+                    formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, max_help_position=21),
+                    add_help=False)
+    ap._optionals.title = "options"
+    ap.add_argument("runs", nargs="*", metavar="RUN_DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--out", metavar="FILE", help="the HTML file (default RUN_DIR/report.html, ./report.html for several)")
+    ap.add_argument("--target", metavar="ACC", type=target_arg, help="test accuracy for the time-to-accuracy column")
+    ap.add_argument("--title", metavar="T", help="the page's title")
+    ap.add_argument("--json", metavar="FILE", help="also write the comparison table's rows to this file as JSON")
     ap.add_argument("--check", action="store_true", help="only check that the plotting dependencies import")
-    ap.add_argument("--png-dir", help="also write the overlaid figures (throughput, accuracy, balance) as PNG "
-                                      "files there (for a README)")
+    ap.add_argument("--png-dir", metavar="DIR", help="also write the overlaid figures (throughput, accuracy, "
+                                                     "balance) as PNG files there (for a README)")
+    ap.add_argument("-h", "--help", action="help", help="show this help")
     args = ap.parse_args(argv)
     if args.check:
         ensure_plotting()

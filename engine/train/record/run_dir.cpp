@@ -28,6 +28,18 @@ std::string make_run_dir(const std::string& requested, const std::string& experi
   return dir.string();
 }
 
+void check_no_earlier_run(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) return;
+  std::error_code ec;
+  for (const char* name : {"config.json", "summary.json", "trace.jsonl", "log.txt", "checkpoints"}) {
+    if (!fs::exists(fs::path(dir) / name, ec)) continue;
+    TANDEM_FAIL_HINT("give another --out DIR, add --overwrite to replace that run, or continue it with "
+                     "tandem run --resume " + dir,
+                     "the run directory '", dir, "' holds an earlier run (", name, "); a new run would overwrite it");
+  }
+}
+
 void write_binary_file(const std::string& path, const void* data, size_t bytes) {
   std::ofstream out(path, std::ios::trunc | std::ios::binary);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));

@@ -13,7 +13,7 @@
 -- core; scheduled: worker 0 at 0.3 of its speed from iteration 150 to 300;
 -- random (random_*.lua): each worker, each iteration, starts a slowdown to 0.2-0.5
 -- with probability 1%, lasting 10 to 40 iterations (seeded).
-return dofile('scripts/experiments/suite/common.lua').training {
+return dofile('../common.lua').training {
   stop = { max_iterations = 450, epochs = 10 },
   eval_every = 50,
   workers = 4,

@@ -1,4 +1,4 @@
 -- Dynamic stragglers, a scheduled slowdown, the equal policy (see base.lua).
-local e = dofile('scripts/experiments/suite/dynamic_stragglers/base.lua')
+local e = dofile('base.lua')
 e.policy = { file = 'equal' }
 return e

@@ -14,7 +14,7 @@
 local devices = require 'tandem.devices'
 local emulation = devices.emulation { 'a100_80gb', 'a100_80gb', 'v100_32gb', 'v100_16gb' }
 emulation.reference = 0.1
-return dofile('scripts/experiments/suite/common.lua').training {
+return dofile('../common.lua').training {
   stop = { max_iterations = 300, epochs = 10 },
   eval_every = 50,
   workers = 4,

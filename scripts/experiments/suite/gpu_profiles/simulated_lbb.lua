@@ -1,5 +1,5 @@
 -- Measured GPU profiles in the simulator, the lbb policy (see base.lua).
 -- runs with: tandem sim
-local e = dofile('scripts/experiments/suite/gpu_profiles/base.lua')
+local e = dofile('base.lua')
 e.policy = { file = 'lbb' }
 return e

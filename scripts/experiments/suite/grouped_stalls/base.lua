@@ -14,7 +14,7 @@
 -- Emulation: 8 workers at speed 1 (a reference device at 3% of a core), each
 -- iteration each worker stalls with probability 5% (its step runs at 0.25-0.5 of
 -- its speed, 2-4x as long, for one iteration; seeded).
-return dofile('scripts/experiments/suite/common.lua').training {
+return dofile('../common.lua').training {
   stop = { max_iterations = 450, epochs = 10 },
   eval_every = 30,
   workers = 8,

@@ -1,3 +1,3 @@
 -- Grouped stalls: bsp with the equal split, the reference (see base.lua).
-local e = dofile('scripts/experiments/suite/grouped_stalls/base.lua')
+local e = dofile('base.lua')
 return e

@@ -1,4 +1,4 @@
 -- Grouped stalls: the grouped policy (groups from measured speeds; see base.lua).
-local e = dofile('scripts/experiments/suite/grouped_stalls/base.lua')
+local e = dofile('base.lua')
 e.policy = { file = 'grouped' }
 return e

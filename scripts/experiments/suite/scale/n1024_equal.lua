@@ -1,3 +1,3 @@
 -- Scale: 1024 simulated workers, the equal policy (see base.lua).
 -- runs with: tandem sim
-return dofile('scripts/experiments/suite/scale/base.lua').cluster(1024, 'equal')
+return dofile('base.lua').cluster(1024, 'equal')

@@ -1,3 +1,3 @@
 -- Scale: 64 simulated workers, the equal policy (see base.lua).
 -- runs with: tandem sim
-return dofile('scripts/experiments/suite/scale/base.lua').cluster(64, 'equal')
+return dofile('base.lua').cluster(64, 'equal')

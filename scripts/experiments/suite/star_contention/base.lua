@@ -14,7 +14,7 @@
 -- contention: each iteration each worker starts a slowdown to 0.3-0.6 of its speed
 -- with probability 3%, lasting 2 to 6 iterations (seeded); bandwidth contention:
 -- worker 7's every collective takes 2 ms longer.
-return dofile('scripts/experiments/suite/common.lua').training {
+return dofile('../common.lua').training {
   stop = { max_iterations = 450, epochs = 10 },
   eval_every = 30,
   workers = 8,

@@ -1,2 +1,2 @@
 -- Contention stragglers: bsp with the equal split (see base.lua).
-return dofile('scripts/experiments/suite/star_contention/base.lua')
+return dofile('base.lua')

@@ -1,4 +1,4 @@
 -- Contention stragglers: the star policy (see base.lua).
-local e = dofile('scripts/experiments/suite/star_contention/base.lua')
+local e = dofile('base.lua')
 e.policy = { file = 'star' }
 return e

@@ -11,7 +11,7 @@
 -- sum of each worker's own samples/s) for the balanced runs, ~0.5 for equal.
 -- Emulation: speed factors 1, 1, 0.5, 0.25 of a reference device running at a
 -- quarter of a core (emulation.reference), MLP 784-256-256-10 on Fashion-MNIST.
-return dofile('scripts/experiments/suite/common.lua').training {
+return dofile('../common.lua').training {
   stop = { epochs = 3, target_accuracy = 0.85 },
   eval_every = 20,
   workers = 4,

@@ -1,4 +1,4 @@
 -- Static heterogeneity with the boa policy (see base.lua for the study).
-local e = dofile('scripts/experiments/suite/static_heterogeneity/base.lua')
+local e = dofile('base.lua')
 e.policy = { file = 'boa' }
 return e

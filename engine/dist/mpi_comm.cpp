@@ -105,7 +105,41 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
   return missing;
 }
 
-void MpiComm::fail_deadline(const std::string& missing, const char* if_none, const char* what) {
+// Who is missing, asked once a deadline passed and nothing else could say (an MPI
+// collective cannot, nor rank 0's reports when the missing rank had sent its own
+// before it died): every rank that waited sends a word to every other and listens
+// for theirs for a moment; those not heard from are missing. The ranks' deadlines
+// differ by how far apart they reached the collective, which the moment allows for;
+// a rank later still is "far slower", as the message says.
+static std::string roll_call(int rank, int size, double listen_ms) {
+  constexpr int kTag = 0x7a11;
+  static const char kHere = 1;
+  std::vector<MPI_Request> heard(static_cast<size_t>(size), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> said(static_cast<size_t>(size), MPI_REQUEST_NULL);
+  std::vector<char> words(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    MPI_Irecv(&words[r], 1, MPI_BYTE, r, kTag, MPI_COMM_WORLD, &heard[r]);
+    MPI_Isend(&kHere, 1, MPI_BYTE, r, kTag, MPI_COMM_WORLD, &said[r]);
+  }
+  const double until = now_ms() + listen_ms;
+  for (bool all = false; !all && now_ms() < until;) {
+    all = true;
+    for (MPI_Request& h : heard) {  // one at a time: MPI_Testall frees none until all are done
+      int done = 0;
+      if (h != MPI_REQUEST_NULL) MPI_Test(&h, &done, MPI_STATUS_IGNORE);
+      all = all && h == MPI_REQUEST_NULL;
+    }
+    if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string missing;
+  for (int r = 0; r < size; ++r)
+    if (heard[r] != MPI_REQUEST_NULL) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  return missing;  // the job aborts next: the requests left open go with it
+}
+
+void MpiComm::fail_deadline(const std::string& named, const char* if_none, const char* what) {
+  const std::string missing = named.empty() ? roll_call(rank_, size_, std::min(timeout_s_, 2.0) * 1000.0) : named;
   abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
                     missing.empty() ? std::string(if_none)
                                     : "missing rank(s): " + missing + " (stuck, dead or far slower)"));

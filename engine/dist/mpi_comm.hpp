@@ -42,7 +42,8 @@ private:
   std::string missing_ranks(std::vector<MPI_Request>& requests, const std::vector<int>& peers);
   // Past a deadline: aborts the run, naming the missing ranks ("1, 3"), or saying
   // if_none when there are none to name.
-  [[noreturn]] void fail_deadline(const std::string& missing, const char* if_none, const char* what);
+  // Aborts naming `named`, or when empty the ranks that miss a roll call.
+  [[noreturn]] void fail_deadline(const std::string& named, const char* if_none, const char* what);
   // The poll loop itself: until done() is true, yielding then sleeping, aborting
   // with the missing ranks at the deadline.
   void poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,

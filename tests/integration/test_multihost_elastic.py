@@ -3,7 +3,9 @@
 network namespaces on this machine as three hosts (tools/multihost/netns-hosts.sh),
 h0 with 2 slots, h1 and h2 with 1, one worker per slot, emulated speeds 1, 1, 0.5, 0.25.
 
-  - the launcher's own --hostfile line: 4 ranks over the 3 hosts, no mpirun typed;
+  - the launcher's own --host and --hostfile: the ranks over the hosts, no mpirun typed;
+  - without --elastic, h2 dies: its rank is named, and mpirun, which would wait for
+    the unreachable host for good, is ended by the launcher;
   - host h2 dies at about iteration 50 (its link down, everything on it killed, as a
     powered-off machine): the others name its rank at collective_timeout_s, the job
     ends, the supervisor probes every listed host, leaves h2 out (it does not answer)
@@ -130,7 +132,7 @@ def dead_host_without_elastic(env):
     deadline, and mpirun, which would wait for the unreachable host's daemon for
     good, is ended by the launcher 5 s after the abort."""
     out_dir = os.path.join(SCRATCH, "no_elastic")
-    cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "hosts=10.77.0.1:1,10.77.0.2:1,10.77.0.3:1",
+    cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "--host", "10.77.0.1:1,10.77.0.2:1,10.77.0.3:1",
            "stop.max_iterations=100000", "log_every=1", "eval_every=100000", "collective_timeout_s=5",
            "console=false", "emulation.reference=0.05", "--out", out_dir]
     log = open(os.path.join(SCRATCH, "output.txt"), "w+")
@@ -170,7 +172,7 @@ def main():
     dead_host_without_elastic(env)
     revive_host(2)
 
-    cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "--elastic", f"hostfile={HOSTFILE}",
+    cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "--elastic", "--hostfile", HOSTFILE,
            f"stop.max_iterations={ITERATIONS}", "log_every=1", "eval_every=100000", "checkpoint.every=20",
            "collective_timeout_s=5", "elastic.probe_timeout_s=3", "console=false",
            "emulation.speeds={1, 1, 0.5, 0.25}", "emulation.reference=0.05", "--out", OUT]

@@ -11,7 +11,9 @@ with load_state_dict(strict=True), and evaluated on the 10,000 test images (norm
 as tandem does) gets the count of correct predictions tandem's summary says, exactly
 but for samples whose two best logits lie within float rounding of each other (both
 engines sum in float32 in different orders; such a sample may go either way, and the
-test allows at most that many).
+test allows at most that many). Then a tiny GPT on Debian's fortunes: its tensors,
+named as nanoGPT's, load into tools/golden's GPT (the tied head given wte), which gets
+tandem's validation loss (to 1e-4 relative) and token accuracy (as above).
 
 Runs under Debian's /usr/bin/python3 (python3-torch); skipped (exit 77) without torch.
 
@@ -37,8 +39,11 @@ TANDEM, SCRATCH = sys.argv[1], sys.argv[2]
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "golden"))
 from safetensors_model import read_safetensors, sequential  # noqa: E402
+from check_gpt_against_torch import GPT  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
+TEXT = "/usr/share/games/fortunes/fortunes"  # Debian's fortunes, as the GPT experiments read
+SEQ, VALIDATION = 32, 0.1
 MEAN, STD = np.float32(0.2860), np.float32(0.3530)  # engine/data/fashion_mnist.hpp
 TIE = 1e-4  # two logits closer than this (relative to the larger) may order either way
 
@@ -102,6 +107,44 @@ def check_accuracy(name, out, x, y):
     return model
 
 
+def check_gpt(out):
+    """nanoGPT's names: the GPT of tools/golden/check_gpt_against_torch.py loads them, the
+    tied head given wte; on the validation windows (engine/data/text_corpus.hpp: the last
+    10% of the text, windows of SEQ bytes without overlap) it gets tandem's loss and token
+    accuracy."""
+    tensors, meta = read_safetensors(os.path.join(out, "params.safetensors"))
+    if "lm_head.weight" in tensors:
+        fail("the tied lm_head was written beside wte")
+    layers = json.loads(meta["layers"])
+    c, heads = int(layers[0]["args"]["n_embd"]), int(layers[1]["args"]["n_head"])
+    vocab, seq_len = tensors["transformer.wte.weight"].shape[0], tensors["transformer.wpe.weight"].shape[0]
+    model = GPT(vocab, seq_len, c, heads, len(layers) - 3)
+    state = {k: torch.from_numpy(v) for k, v in tensors.items()}
+    state["lm_head.weight"] = state["transformer.wte.weight"]  # tied: the same tensor
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    text = np.frombuffer(open(TEXT, "rb").read(), np.uint8).astype(np.int64)
+    train_tokens = len(text) - int(np.floor(len(text) * VALIDATION))
+    windows = (len(text) - train_tokens - 1) // SEQ
+    starts = train_tokens + SEQ * np.arange(windows)
+    x = torch.from_numpy(np.stack([text[s:s + SEQ] for s in starts]))
+    y = torch.from_numpy(np.stack([text[s + 1:s + SEQ + 1] for s in starts]))
+    with torch.no_grad():
+        logits = model(x).view(-1, vocab)
+    loss = float(torch.nn.functional.cross_entropy(logits, y.view(-1)))
+    correct = int((logits.argmax(dim=1) == y.view(-1)).sum())
+    top2 = logits.topk(2, dim=1).values
+    ties = int(((top2[:, 0] - top2[:, 1]) <= TIE * top2[:, 0].abs().clamp(min=1.0)).sum())
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    want = round(summary["test_accuracy"] * y.numel())
+    print(f"gpt: torch loss {loss:.6f}, {correct} of {y.numel()} tokens; tandem {summary['test_loss']:.6f}, {want} "
+          f"({ties} near-ties)")
+    if abs(loss - summary["test_loss"]) > 1e-4 * summary["test_loss"]:
+        fail(f"gpt: PyTorch's validation loss {loss} against tandem's {summary['test_loss']}")
+    if abs(correct - want) > ties:
+        fail(f"gpt: PyTorch's model gets {correct} tokens right, tandem's summary {want}")
+
+
 def main():
     os.makedirs(SCRATCH, exist_ok=True)
     x, y = test_set()
@@ -124,6 +167,12 @@ def main():
     if not np.all(tensors["1.running_var"] > 0) or np.all(tensors["1.running_var"] == 1.0):
         fail("LeNet's batch norm running variance was not trained")
     check_accuracy("lenet-bn", lenet, x, y)
+
+    gpt = run("gpt", "scripts/experiments/gpt.lua",
+              ["model_args.n_layer=2", "model_args.n_embd=32", "model_args.n_head=2", f"data.seq_len={SEQ}",
+               f"data.validation={VALIDATION}", f"data.files={TEXT}", "stop.max_iterations=60", "eval_every=60",
+               "schedule.warmup_iterations=5"])
+    check_gpt(gpt)
     print("ok")
 
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "engine/nn/embedding.hpp"
 #include "engine/train/record/run_dir.hpp"
 
 namespace tandem {
@@ -57,6 +58,54 @@ bool layer_tensors(const LayerSpec& ls, const Layer& layer, const std::string& p
   return n == 0;  // flatten, relu, dropout, pooling: nothing to name
 }
 
+// A GPT (models/gpt.lua: embedding, transformer blocks, layernorm, lm_head), named as
+// nanoGPT's state_dict. Returns the parameters named, 0 where the layers are not in that order.
+size_t gpt_tensors(const ModelSpec& spec, const Model& model, const float* p, std::vector<NamedTensor>& out) {
+  const float* const start = p;
+  const auto& layers = model.layers();
+  const size_t n = spec.layers.size();
+  if (n < 3 || layers.size() != n || spec.layers[n - 2].type != "layernorm" || spec.layers[n - 1].type != "lm_head")
+    return 0;
+  for (size_t i = 1; i + 2 < n; ++i)
+    if (spec.layers[i].type != "transformer_block") return 0;
+  const auto* emb = dynamic_cast<const Embedding*>(layers[0].get());
+  if (!emb) return 0;
+  const int64_t c = emb->n_embd(), vocab = emb->vocab();
+  const int64_t seq_len = static_cast<int64_t>(emb->param_count()) / c - vocab;
+  for (size_t i = 1; i + 2 < n; ++i)  // the layout below, or nothing is read
+    if (layers[i]->param_count() != static_cast<size_t>(12 * c * c + 13 * c)) return 0;
+  if (layers[n - 2]->param_count() != static_cast<size_t>(2 * c)) return 0;
+  const auto take = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    out.push_back(f32(name, std::move(shape), p, static_cast<size_t>(count)));
+    p += count;
+  };
+  take("transformer.wte.weight", {vocab, c});
+  take("transformer.wpe.weight", {seq_len, c});
+  for (size_t b = 0; b + 3 < n; ++b) {  // engine/nn/transformer_block.hpp's order
+    const std::string h = "transformer.h." + std::to_string(b) + ".";
+    take(h + "ln_1.weight", {c});
+    take(h + "ln_1.bias", {c});
+    take(h + "attn.c_attn.weight", {3 * c, c});
+    take(h + "attn.c_attn.bias", {3 * c});
+    take(h + "attn.c_proj.weight", {c, c});
+    take(h + "attn.c_proj.bias", {c});
+    take(h + "ln_2.weight", {c});
+    take(h + "ln_2.bias", {c});
+    take(h + "mlp.c_fc.weight", {4 * c, c});
+    take(h + "mlp.c_fc.bias", {4 * c});
+    take(h + "mlp.c_proj.weight", {c, 4 * c});
+    take(h + "mlp.c_proj.bias", {c});
+  }
+  take("transformer.ln_f.weight", {c});
+  take("transformer.ln_f.bias", {c});
+  // A tied head is wte itself: written once (safetensors refuses shared tensors).
+  if (layers[n - 1]->param_count() > 0)
+    take("lm_head.weight", {static_cast<int64_t>(layers[n - 1]->param_count()) / c, c});
+  return static_cast<size_t>(p - start);
+}
+
 }  // namespace
 
 std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const std::vector<float>& params,
@@ -64,7 +113,17 @@ std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const s
   std::vector<NamedTensor> tensors;
   const auto& layers = model.layers();
   size_t built = 0, offset = 0;
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
+  const bool gpt = !spec.layers.empty() && spec.layers[0].type == "embedding";
+  if (gpt) {
+    offset = gpt_tensors(spec, model, params.data(), tensors);
+    if (offset == 0) {
+      *why = "a model starting with an embedding is named as nanoGPT's only when its layers are embedding, "
+             "transformer_block..., layernorm, lm_head (as models/gpt.lua builds it)";
+      return "";
+    }
+    built = layers.size();
+  }
+  for (size_t i = 0; !gpt && i < spec.layers.size(); ++i) {
     const LayerSpec& ls = spec.layers[i];
     // A ReLU folded into the linear or conv2d layer before it has no layer of its own.
     if (ls.type == "relu" && i > 0 && (spec.layers[i - 1].type == "linear" || spec.layers[i - 1].type == "conv2d"))

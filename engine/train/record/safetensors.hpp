@@ -16,8 +16,14 @@
 //   batchnorm  <i>.weight, <i>.bias, <i>.running_mean, <i>.running_var [channels] (F32),
 //              <i>.num_batches_tracked [] (I64: the iterations trained)
 // A ReLU that tandem folds into the layer before it keeps its own index.
-// Models with residual blocks or a GPT's layers have no such naming here yet: for them
-// no file is written and the log says why (params.f32 is written all the same).
+// A GPT (models/gpt.lua: embedding, transformer_block..., layernorm, lm_head) is named
+// as nanoGPT's state_dict: transformer.wte.weight [vocab, C], transformer.wpe.weight
+// [seq_len, C], transformer.h.<b>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+// mlp.c_proj}.{weight, bias}, transformer.ln_f.{weight, bias}; a tied lm_head is wte
+// and is not written again (safetensors refuses shared tensors: give lm_head.weight
+// wte's tensor before load_state_dict), an untied one is lm_head.weight [vocab, C].
+// Models with residual blocks have no naming here yet: for them no file is written and
+// the log says why (params.f32 is written all the same).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -10,7 +10,9 @@ iteration of trace.jsonl, step = the iteration, whose train/loss, train/accuracy
 train/lr, throughput/samples_per_s, throughput/efficiency and workers/<r>/compute_ms,
 idle_ms, local_batch equal the trace's numbers for it (as float32); test/loss and
 test/accuracy at each evaluation of the trace; nothing after the last whole frame.
-A run without the setting writes no tensorboard folder.
+A run killed outright (SIGKILL, injected in iteration 45) keeps every iteration up to
+its last progress line (iteration 39). A run without the setting writes no
+tensorboard folder.
 
 usage: test_tensorboard.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -47,10 +49,14 @@ def masked(data):
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def frames(blob):
+def frames(blob, torn_ok=False):
+    """The records of a file; torn_ok: a killed writer's last record may be cut short
+    (TensorBoard's reader waits for the rest of such a record)."""
     at = 0
     while at < len(blob):
-        if len(blob) - at < 12:
+        if len(blob) - at < 12 or len(blob) - at < 16 + struct.unpack_from("<Q", blob, at)[0]:
+            if torn_ok:
+                return
             fail(f"{len(blob) - at} stray bytes after the last frame")
         (n,) = struct.unpack_from("<Q", blob, at)
         (len_crc,) = struct.unpack_from("<I", blob, at + 8)
@@ -147,14 +153,14 @@ def near(tag, step, got, ms):
     within(tag, step, got, ms - H, ms + H)
 
 
-def run(name, extra):
+def run(name, extra, expect_ok=True):
     out = os.path.join(SCRATCH, name)
     shutil.rmtree(out, ignore_errors=True)
     cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "log_level=warn", "model_args.hidden=32",
            f"stop.max_iterations={ITERATIONS}", f"log_every={LOG_EVERY}", f"eval_every={EVAL_EVERY}",
            "--out", out] + extra
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    if r.returncode != 0:
+    if (r.returncode == 0) != expect_ok:
         fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     return out
 
@@ -204,6 +210,15 @@ def main():
         g6("test/loss", t["iteration"], e["scalars"]["test/loss"], t["test_loss"])
     if sorted(e["wall_time"] for e in events) != [e["wall_time"] for e in events]:
         fail("wall times go backwards")
+
+    # Killed outright (SIGKILL) in iteration 45: the events up to the progress line after
+    # iteration 39 were flushed and stay readable.
+    killed = run("killed", ["tensorboard=true", "faults={{rank = 0, iteration = 45, kind = 'kill'}}"], expect_ok=False)
+    files = glob.glob(os.path.join(killed, "tensorboard", "events.out.tfevents.*"))
+    steps = [e["step"] for e in map(event, frames(open(files[0], "rb").read(), torn_ok=True))
+             if "train/loss" in e["scalars"]] if len(files) == 1 else []
+    if not (len(steps) >= 2 * LOG_EVERY and steps == list(range(len(steps))) and steps[-1] < 45):
+        fail(f"a run killed in iteration 45 left events {files} at steps {steps}")
 
     plain = run("no_tb", [])
     if os.path.exists(os.path.join(plain, "tensorboard")):

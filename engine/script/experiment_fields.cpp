@@ -606,6 +606,7 @@ Fields<E> experiment_fields() {
       record<E, SimConfig>("sim", sim_fields(), &E::sim),
       at<E>("console", &E::console),
       at<E>("save_params", &E::save_params),
+      at<E>("tensorboard", &E::tensorboard),
       at<E>("workers", &E::workers),
       at<E>("hostfile", &E::hostfile),
       at<E>("hosts", &E::hosts),

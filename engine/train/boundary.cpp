@@ -13,6 +13,7 @@
 #include "engine/train/evaluate.hpp"
 #include "engine/train/interrupt.hpp"
 #include "engine/train/record/run_dir.hpp"
+#include "engine/train/record/safetensors.hpp"
 
 namespace tandem {
 
@@ -295,6 +296,7 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
   if (p_.cfg.save_params) {
     const std::vector<float> params = p_.model.params().to_host();
     write_binary_file(s.run_dir + "/params.f32", params.data(), params.size() * sizeof(float));
+    export_safetensors(s.run_dir + "/params.safetensors", p_.cfg.model, p_.model, params, done);
   }
   p_.recorder->finish(s, p_.cfg);
   // A language model's result is its validation loss; a classifier's its accuracy.

@@ -188,6 +188,7 @@ struct ExperimentConfig {
   std::string log_level = "info";
   std::string out_dir;         // empty: runs/<name>-<timestamp>
   bool save_params = false;    // write the final parameters to <run dir>/params.f32
+  bool tensorboard = false;    // write TensorBoard event files to <run dir>/tensorboard/
   bool console = true;         // rank 0 listens on <run dir>/repl.sock (tandem attach)
   std::string resolved_json;   // the whole resolved config, written to the run directory
   bool resume = false;         // tandem run --resume: continue from out_dir's last good checkpoint

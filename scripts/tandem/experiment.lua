@@ -138,7 +138,10 @@ M.schema = record {
     trace_every = integer(1, { min = 1, doc = 'trace every n-th iteration (thousands of workers write a lot)' }),
   },
   console = boolean(true, { doc = 'rank 0 listens on <run dir>/repl.sock (owner only) for tandem attach' }),
-  save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32' }),
+  save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32, and '
+                                     .. 'as named tensors in PyTorch\'s layout to <run dir>/params.safetensors' }),
+  tensorboard = boolean(false, { doc = 'write TensorBoard event files (loss, accuracy, throughput, each worker\'s '
+                                     .. 'compute/idle/local batch) to <run dir>/tensorboard/ (rank 0)' }),
 
   workers = integer(1, { min = 1, max = MAX_INT,
                          doc = 'ranks; more than 1 starts them through mpirun (or run under mpirun -np N)' }),

@@ -28,18 +28,14 @@ import torch
 import torch.nn.functional as F
 
 
-class Block(torch.nn.Module):
+class CausalSelfAttention(torch.nn.Module):
     def __init__(self, c, heads):
         super().__init__()
         self.heads = heads
-        self.ln1 = torch.nn.LayerNorm(c)
         self.c_attn = torch.nn.Linear(c, 3 * c)
-        self.attn_proj = torch.nn.Linear(c, c)
-        self.ln2 = torch.nn.LayerNorm(c)
-        self.c_fc = torch.nn.Linear(c, 4 * c)
-        self.mlp_proj = torch.nn.Linear(4 * c, c)
+        self.c_proj = torch.nn.Linear(c, c)
 
-    def attention(self, x):
+    def forward(self, x):
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
         shape = (b, t, self.heads, c // self.heads)
@@ -48,34 +44,59 @@ class Block(torch.nn.Module):
         mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
-        return self.attn_proj(y)
+        return self.c_proj(y)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c_fc = torch.nn.Linear(c, 4 * c)
+        self.c_proj = torch.nn.Linear(4 * c, c)
 
     def forward(self, x):
-        x = x + self.attention(self.ln1(x))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln2(x)), approximate="tanh"))
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, c, heads):
+        super().__init__()
+        self.ln_1 = torch.nn.LayerNorm(c)
+        self.attn = CausalSelfAttention(c, heads)
+        self.ln_2 = torch.nn.LayerNorm(c)
+        self.mlp = MLP(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
 
 
 class GPT(torch.nn.Module):
+    """nanoGPT's module names (its state_dict keys are tandem's params.safetensors
+    names: engine/train/record/safetensors.hpp), the output projection tied to wte."""
+
     def __init__(self, vocab, seq_len, c, heads, layers):
         super().__init__()
-        self.wte = torch.nn.Parameter(torch.zeros(vocab, c))
-        self.wpe = torch.nn.Parameter(torch.zeros(seq_len, c))
-        self.blocks = torch.nn.ModuleList(Block(c, heads) for _ in range(layers))
-        self.ln_f = torch.nn.LayerNorm(c)
+        self.transformer = torch.nn.ModuleDict(dict(
+            wte=torch.nn.Embedding(vocab, c), wpe=torch.nn.Embedding(seq_len, c),
+            h=torch.nn.ModuleList(Block(c, heads) for _ in range(layers)), ln_f=torch.nn.LayerNorm(c)))
+        self.lm_head = torch.nn.Linear(c, vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
 
     def ordered(self):
         """The parameters in tandem's flat order."""
-        out = [self.wte, self.wpe]
-        for b in self.blocks:
-            for m in (b.ln1, b.c_attn, b.attn_proj, b.ln2, b.c_fc, b.mlp_proj):
+        t = self.transformer
+        out = [t.wte.weight, t.wpe.weight]
+        for b in t.h:
+            for m in (b.ln_1, b.attn.c_attn, b.attn.c_proj, b.ln_2, b.mlp.c_fc, b.mlp.c_proj):
                 out += [m.weight, m.bias]
-        return out + [self.ln_f.weight, self.ln_f.bias]
+        return out + [t.ln_f.weight, t.ln_f.bias]
 
     def forward(self, idx):
-        x = self.wte[idx] + self.wpe[: idx.shape[1]]
-        for b in self.blocks:
+        t = self.transformer
+        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1]))
+        for b in t.h:
             x = b(x)
-        return self.ln_f(x) @ self.wte.t()
+        return self.lm_head(t.ln_f(x))
 
 
 def main(dump):

@@ -16,7 +16,9 @@ RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir
       byte_tokens_(cfg.data.name == "text"),
       trace_(run_dir + "/trace.jsonl", resume_at, rerecord_from), chrome_(run_dir + "/trace.perfetto.json", workers),
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
-      w_comm_(static_cast<size_t>(workers)) {}
+      w_comm_(static_cast<size_t>(workers)) {
+  if (cfg.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(run_dir, log_every_, total, resume_at < 0);
+}
 
 void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
                             const PolicyReport* policy, const SyncRecord* sync) {
@@ -45,6 +47,7 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch * targets_, 1));
   rec.wall_s = wall_s;
   trace_.write(rec, workers, policy, sync);
+  if (tensorboard_) tensorboard_->iteration(rec, workers, sync, targets_);
   if (sync) {
     ++sync_.segments;
     sync_.iterations += sync->iterations;
@@ -138,6 +141,7 @@ void RunRecorder::progress(int64_t t, double lr) {
 
 void RunRecorder::eval(const EvalRecord& r) {
   trace_.write(r);
+  if (tensorboard_) tensorboard_->eval(r);
   trace_.flush();
   chrome_.flush();
   if (byte_tokens_)

@@ -10,6 +10,7 @@
 
 #include "engine/train/config.hpp"
 #include "engine/train/plan.hpp"
+#include "engine/train/record/tensorboard.hpp"
 #include "engine/train/record/trace.hpp"
 #include "engine/train/worker_stats.hpp"
 
@@ -79,6 +80,7 @@ private:
   bool byte_tokens_;  // the text data set: a token is a byte, so loss / ln 2 is bits per byte
   TraceWriter trace_;
   ChromeTrace chrome_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // when the experiment asks for it
   // The progress window since the last progress line.
   double w_loss_ = 0.0, w_step_ms_ = 0.0;
   int64_t w_samples_ = 0, w_correct_ = 0, w_iters_ = 0;

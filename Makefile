@@ -20,7 +20,10 @@ build: configure
 quickstart: build
 	$(BUILD)/tandem run scripts/experiments/quickstart.lua
 
+# PyTorch (Debian's python3-torch) for the tests that check tandem against it: the
+# GPT's golden replay and params.safetensors loaded into the equivalent model.
 test: build
+	@tools/install-deps.sh python3-torch
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: configure

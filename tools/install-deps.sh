@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tandem needs, or says the one apt-get line to run.
-# usage: tools/install-deps.sh [extra-package ...]   (make bench adds python3-torch)
+# usage: tools/install-deps.sh [extra-package ...]   (make test and make bench add python3-torch)
 set -euo pipefail
 
 packages=(

@@ -74,8 +74,18 @@ private:
 };
 
 // A Chrome / Perfetto trace-event file (open it in ui.perfetto.dev or
-// chrome://tracing): one track per worker, with data, compute, idle, comm and
-// optimizer spans, so stragglers and the waits they cause are visible.
+// chrome://tracing), so stragglers and the waits they cause are visible. Every
+// worker has three tracks, one in each of three groups (trace-event processes), as
+// a GPU profile shows a compute stream, a communication stream and the host:
+//   compute (pid 0): the device's forward and backward;
+//   gradient sync (pid 1): idle (waiting for the slowest) and comm (the all-reduce);
+//   host (pid 2): data (sampling, gathering, uploading the batch) and the optimizer.
+// Spans on one track never overlap: each is placed at measured times
+// (WorkerStats::compute_end_ms, sync_start_ms), not laid end to end. An emulated
+// compute_ms is the modelled device's time counted from the last sync, so it may
+// overlap this rank's real data loading and optimizer step: on one track, summed
+// durations ran into the next iteration. Times are rounded at both ends (0.1 us)
+// so that spans that touch still touch.
 //
 // The file is valid JSON after every flush, not only at the end: events gather in
 // memory and a flush writes them followed by the closing "]}", then steps back over
@@ -93,7 +103,8 @@ public:
   void flush();
 
 private:
-  void span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration, int64_t batch);
+  enum Track { kCompute = 0, kSync = 1, kHost = 2 };  // the trace-event pid
+  void span(const char* name, Track track, const WorkerStats& s, double start_ms, double end_ms);
   std::string path_;  // named when a write fails
   std::FILE* file_;
   std::string text_;  // events since the last flush

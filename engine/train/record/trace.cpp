@@ -97,9 +97,11 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
   line_.clear();
   auto out = std::back_inserter(line_);
   fmt::format_to(out,
-                 "{{\"event\":\"iteration\",\"iteration\":{},\"epoch\":{},\"global_batch\":{},\"lr\":{:.6g},"
+                 "{{\"event\":\"iteration\",\"iteration\":{},\"epoch\":{:.4f},\"global_batch\":{},\"lr\":{},"
                  "\"loss\":{},\"correct\":{},\"step_ms\":{:.4f},\"wall_s\":{:.4f},\"workers\":[",
-                 r.iteration, r.epoch, r.global_batch, r.lr, json_number(r.loss), r.correct, r.step_ms, r.wall_s);
+                 r.iteration, r.epoch, r.global_batch,
+                 std::isfinite(r.lr) ? fmt::format("{:.6g}", r.lr) : std::string("null"), json_number(r.loss),
+                 r.correct, r.step_ms, r.wall_s);
   for (size_t i = 0; i < workers.size(); ++i) {
     line_ += i ? ",{" : "{";
     write_worker(workers[i]);

@@ -15,10 +15,10 @@ namespace tandem {
 
 struct IterationRecord {
   int64_t iteration = 0;
-  int64_t epoch = 0;
+  double epoch = 0.0;   // epochs completed after it: iterations done / iterations per epoch
   int64_t global_batch = 0;
-  double lr = 0.0;
-  double loss = 0.0;     // mean over the global batch
+  double lr = 0.0;       // NaN (null in the trace) where nothing trains: tandem sim
+  double loss = 0.0;     // mean over the global batch; NaN (null) likewise
   int64_t correct = 0;   // over the global batch
   double step_ms = 0.0;  // the slowest worker's iteration
   double wall_s = 0.0;
@@ -36,8 +36,8 @@ struct SyncRecord {
 };
 
 struct EvalRecord {
-  int64_t iteration = 0;
-  double epoch = 0.0;
+  int64_t iteration = 0;  // iterations done before it
+  double epoch = 0.0;     // epochs completed: iteration / iterations per epoch
   double test_loss = 0.0, test_accuracy = 0.0;
   double eval_ms = 0.0;
   double train_s = 0.0;  // training time so far, evaluations excluded

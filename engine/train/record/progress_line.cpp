@@ -79,17 +79,15 @@ std::string batches_text(const std::vector<int64_t>& b, size_t width) {
 
 std::string balance_line(const BalanceView& v) {
   const auto [lo, hi] = std::minmax_element(v.compute_ms.begin(), v.compute_ms.end());
-  std::string rest = fmt::format("; compute {:.1f} (r{}) - {:.1f} ms (r{}); idle {:.0f}% comm {:.0f}%", *lo,
-                                 lo - v.compute_ms.begin(), *hi, hi - v.compute_ms.begin(), 100.0 * v.idle_share,
+  auto ms = [](double x) { return x < 100 ? fmt::format("{:.1f}", x) : fmt::format("{:.0f}", x); };
+  std::string rest = fmt::format("; compute {} (r{}) - {} ms (r{}); idle {:.0f}% comm {:.0f}%", ms(*lo),
+                                 lo - v.compute_ms.begin(), ms(*hi), hi - v.compute_ms.begin(), 100.0 * v.idle_share,
                                  100.0 * v.comm_share);
-  if (!v.policy.empty()) {
-    const std::string name = v.policy.size() <= 16 ? v.policy : v.policy.substr(0, 13) + "...";
-    rest += fmt::format("; {}: {} plan{}", name, v.plans, v.plans == 1 ? "" : "s");
-  }
+  // (The policy is named in the run's first lines.)
+  if (!v.policy.empty()) rest += fmt::format("; {} new plan{}", v.plans, v.plans == 1 ? "" : "s");
   const std::string head = fmt::format("  {} batches: ", v.compute_ms.size());
   const size_t used = head.size() + rest.size();
-  const size_t room = used + 12 < kMessageColumns ? kMessageColumns - used : 12;
-  return head + batches_text(v.local_batch, room) + rest;
+  return head + batches_text(v.local_batch, used < kMessageColumns ? kMessageColumns - used : 0) + rest;
 }
 
 }  // namespace tandem

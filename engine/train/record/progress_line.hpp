@@ -2,7 +2,7 @@
 // The progress line and the workers' balance line, as text. One format for every run:
 //
 //   [1:23/~4:10  33%] epoch 1.40 iter 420/1260 loss 0.4312 acc 0.870 1873 samples/s lr 0.05
-//     4 batches: 24 20 14 6; compute 0.4 (r0) - 0.7 ms (r3); idle 27% comm 25%; lbb: 3 plans
+//     4 batches: 24 20 14 6; compute 0.4 (r0) - 0.7 ms (r3); idle 27% comm 25%; 3 new plans
 //
 // Elapsed time and the estimated total (m:ss or h:mm:ss) and the share done are
 // against the stop condition that binds first: iterations (stop.max_iterations,
@@ -63,7 +63,7 @@ struct BalanceView {
   std::vector<int64_t> local_batch;  // the plan of the latest iteration, by rank
   std::vector<double> compute_ms;    // mean per iteration, by rank
   double idle_share = 0.0, comm_share = 0.0;
-  std::string policy;                // empty: none ran
+  std::string policy;                // empty: none ran (no count of plans then)
   int64_t plans = 0;                 // plans the policy decided in the window
 };
 std::string balance_line(const BalanceView& v);

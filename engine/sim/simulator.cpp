@@ -10,6 +10,7 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/core/log.hpp"
 #include "engine/sim/compute_model.hpp"
 #include "engine/sim/network_model.hpp"
 #include "engine/sim/segment_model.hpp"
@@ -201,6 +202,7 @@ void Simulator::finish() {
   run.samples_per_s = clock_ms_ > 0 ? static_cast<double>(run.iterations * cfg_.global_batch) / run.train_s : 0.0;
   run.wall_s = wall_.elapsed_ms() / 1000.0;
   recorder_.finish(run, cfg_);
+  log::end_progress();
   out_.plan_changes = recorder_.plans_decided();
   write_sim_summary();
   const double efficiency = out_.ideal_samples_per_s > 0 ? run.samples_per_s / out_.ideal_samples_per_s : 0.0;

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/core/error.hpp"
+#include "engine/core/log.hpp"
 #include "engine/train/evaluate.hpp"
 #include "engine/train/interrupt.hpp"
 #include "engine/train/record/run_dir.hpp"
@@ -304,6 +305,7 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
     write_binary_file(s.run_dir + "/params.f32", params.data(), params.size() * sizeof(float));
   }
   p_.recorder->finish(s, p_.cfg);
+  log::end_progress();  // a terminal's bar stays above the final line
   // A language model's result is its validation loss; a classifier's its accuracy.
   const std::string result = p_.model.targets_per_sample() > 1 && s.test_loss ? fmt::format("validation loss {:.4f}", *s.test_loss)
                              : s.test_accuracy ? fmt::format("test accuracy {:.4f}", *s.test_accuracy)

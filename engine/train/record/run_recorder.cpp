@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/log.hpp"
 #include "engine/train/record/progress_line.hpp"
 #include "engine/train/record/run_dir.hpp"
 
@@ -147,7 +148,7 @@ void RunRecorder::progress(int64_t t, double lr, double wall_s, double train_s) 
   }
   v.samples_per_s = samples_per_s;
   if (targets_ > 1) v.tokens_per_s = samples_per_s * static_cast<double>(targets_);
-  spdlog::info("{}", progress_line(v));
+  log::progress(progress_line(v), v.estimate.fraction);
   if (workers_ > 1) balance();
   w_loss_ = w_step_ms_ = 0.0;
   w_samples_ = w_correct_ = w_iters_ = 0;

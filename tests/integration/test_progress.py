@@ -13,7 +13,8 @@ Perfetto trace and the log's wording (engine/train/record/progress_line.hpp).
 - trace.perfetto.json: on every track, any two spans nest or do not overlap (3
   workers at emulated speeds, and one worker).
 - The start lines: "1 worker on this machine", "N workers over MPI"; the warning on
-  steps that overran their emulated time comes once, from rank 0.
+  steps that overran their emulated time comes once, from rank 0; --log-level debug
+  adds decisions with their inputs, checkpoints, the all-reduce and per-worker times.
 
 usage: test_progress.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -148,6 +149,17 @@ if "1 worker on this machine" not in log or "computing on the CPU)" in log:
 if BALANCE.search(log):
     fail("nest1: a balance line for one worker")
 print("ok: Perfetto spans nest on every track (3 emulated workers, 1 worker)")
+
+# --log-level debug adds lines a user can use: each decision with its inputs, each
+# checkpoint with its size and time, the all-reduce, every worker's times.
+log, _, _, _ = run("debug", [QUICK, "--workers", "2", "policy.file=lbb", "stop.max_iterations=10", "log_every=5",
+                             "checkpoint.every=5", "--log-level", "debug"])
+for pattern in (r"debug iteration \d+: policy lbb decided on iteration \d+'s batches \[\d+, \d+\] and compute ms",
+                r"debug checkpoint after iteration 5: \d+\.\d\d MB written in \d+ ms",
+                r"debug the gradient all-reduce: \d+ floats", r"debug   r1: batch \d+, per iteration: data "):
+    if not re.search(pattern, log):
+        fail(f"debug: no line like {pattern!r}")
+print("ok: --log-level debug: decisions with their inputs, checkpoints, the all-reduce, per-worker times")
 
 # stop.max_seconds binds first: the share counts against it; nothing evaluated.
 log, s, trace, out = run("seconds", [QUICK, "stop.epochs=5", "stop.max_seconds=0.3", "log_every=20"])

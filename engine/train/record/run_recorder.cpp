@@ -68,8 +68,8 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
     if (h.size() < sync->staleness_histogram.size()) h.resize(sync->staleness_histogram.size(), 0);
     for (size_t i = 0; i < sync->staleness_histogram.size(); ++i) h[i] += sync->staleness_histogram[i];
   }
-  if (policy) record_policy(t, *policy);
   remember(workers);
+  if (policy) record_policy(t, *policy);
 
   w_loss_ += loss_sum;
   w_samples_ += rec.global_batch;
@@ -82,9 +82,14 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
 
 void RunRecorder::remember(const std::vector<WorkerStats>& workers) {
   if (spdlog::should_log(spdlog::level::debug)) {
-    last_batch_ = plan_.local_batch;
-    last_compute_.resize(workers.size());
-    for (size_t r = 0; r < workers.size(); ++r) last_compute_[r] = workers[r].compute_ms;
+    seen_[0] = std::move(seen_[1]);
+    seen_[1].iteration = workers.empty() ? -1 : workers[0].iteration;
+    seen_[1].batch.resize(workers.size());
+    seen_[1].compute_ms.resize(workers.size());
+    for (size_t r = 0; r < workers.size(); ++r) {
+      seen_[1].batch[r] = workers[r].local_batch;
+      seen_[1].compute_ms[r] = workers[r].compute_ms;
+    }
   }
   plan_.local_batch.resize(workers.size());
   for (size_t r = 0; r < workers.size(); ++r) plan_.local_batch[r] = workers[r].local_batch;
@@ -116,13 +121,14 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
 }
 
 // A plan decided, with what it was decided on: the batches and compute times the
-// policy saw (the stats recorded before this iteration's, when it decided on those).
+// policy saw (the stats of this iteration or the one before, as they were recorded).
 void RunRecorder::log_decision(int64_t t, const PolicyReport& p) const {
   if (!spdlog::should_log(spdlog::level::debug)) return;
   std::string inputs;
-  if (p.from_iteration == t - 1 && !last_compute_.empty())
-    inputs = fmt::format(" on iteration {}'s batches {} and compute ms [{:.2f}]", p.from_iteration,
-                         Plan{last_batch_, {}}.str(), fmt::join(last_compute_, ", "));
+  for (const Seen& seen : seen_)
+    if (seen.iteration == p.from_iteration && !seen.compute_ms.empty())
+      inputs = fmt::format(" on iteration {}'s batches {} and compute ms [{:.2f}]", p.from_iteration,
+                           Plan{seen.batch, {}}.str(), fmt::join(seen.compute_ms, ", "));
   spdlog::debug("iteration {}: policy {} decided{}: plan {}{} from iteration {} (its call took {:.2f} ms){}{}", t,
                 p.policy, inputs, Plan{p.plan, {}}.str(), p.sync.empty() || p.sync == "bsp" ? "" : " " + p.sync,
                 p.applies_from, p.cost_ms, p.reason.empty() ? "" : ": ", clipped_reason(p.reason));

@@ -99,9 +99,13 @@ private:
   double w_loss_ = 0.0, w_step_ms_ = 0.0;
   int64_t w_samples_ = 0, w_correct_ = 0, w_iters_ = 0;
   std::vector<double> w_compute_, w_idle_, w_comm_, w_data_;
-  // The stats before the latest: what a decision in the latest was taken on (debug).
-  std::vector<int64_t> last_batch_;
-  std::vector<double> last_compute_;
+  // The last two recorded iterations' batches and compute times: what a decision
+  // was taken on, for its debug line.
+  struct Seen {
+    int64_t iteration = -1;
+    std::vector<int64_t> batch;
+    std::vector<double> compute_ms;
+  } seen_[2];
   // Whole-run sums for the summary.
   double comm_share_sum_ = 0.0, idle_share_sum_ = 0.0, stats_ms_ = 0.0, last_loss_ = 0.0;
   int64_t iterations_ = 0;

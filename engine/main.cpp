@@ -384,6 +384,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::vector<std::string> overrides = line.overrides;
   const std::string resume = line["--resume"];
   const bool repl = line.has("--repl");
+  if (repl) ::setenv("TANDEM_PROGRESS_BAR", "0", 1);  // the prompt owns the terminal's last line (core/log.hpp)
   const bool elastic = line.has("--elastic");
   if (!resume.empty() && !experiment.empty())
     return usage_error("--resume takes the experiment from the run directory; give no experiment file ('" +

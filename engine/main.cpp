@@ -304,6 +304,9 @@ pid_t run_ranks(int workers, const std::vector<std::string>& rank_args, const st
     // process group.
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    // The ranks' stderr reaches this terminal through mpirun's pipes: rank 0 draws its
+    // progress bar only if told (core/log.hpp; --repl has said 0 already).
+    if (::isatty(STDERR_FILENO) == 1) ::setenv("TANDEM_PROGRESS_BAR", "1", 0);
     try {
       tandem::launch_ranks(workers, std::vector<std::string>{"run"} + rank_args, hosts);
     } catch (const std::exception& e) {

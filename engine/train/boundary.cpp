@@ -182,7 +182,9 @@ bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
   }
   bool stop = c.stop;
   if (console_.apply(c, done, plan, p_.timeline, wall_s(), p_.summary.test_accuracy.value_or(-1.0))) stop = true;
-  if ((done % eval_every_ == 0 || done >= p_.total) && evaluate(done)) return true;
+  const bool last = done >= p_.total;
+  if (last) record_last(done);  // its progress line before the final evaluation's
+  if ((done % eval_every_ == 0 || last) && evaluate(done)) return true;
   // (A run that stops here gets its final checkpoint in finish().)
   if (!stop && done < p_.total) checkpoint_if_decided(done, plan, c);
   if (!stop) return false;
@@ -277,12 +279,17 @@ void Boundary::write_checkpoint(int64_t done, const Plan& in_force) {
 
 // ---- the end -----------------------------------------------------------------------
 
-RunSummary Boundary::finish(int64_t done, const Plan& plan) {
-  // The last iteration's stats, decided on by no one.
+// The last iteration's stats, decided on by no one (once: a second call finds them
+// recorded).
+void Boundary::record_last(int64_t done) {
   p_.comm.finish_reports("the final stats reports");
   decision_ = PolicyReport{};
   record(done - 1);
   for (WorkerStats& w : reports_) w.valid = 0;  // recorded: nothing pending for a resumed run
+}
+
+RunSummary Boundary::finish(int64_t done, const Plan& plan) {
+  record_last(done);
   if (rank0() && ((p_.checkpoints.enabled() && p_.cfg.checkpoint.final) || console_.checkpoint_pending()) &&
       p_.checkpoints.last_iteration() != done)
     write_checkpoint(done, plan);

@@ -162,15 +162,17 @@ for pattern in (r"debug iteration \d+: policy lbb decided on iteration \d+'s bat
 print("ok: --log-level debug: decisions with their inputs, checkpoints, the all-reduce, per-worker times")
 
 # stop.max_seconds binds first: the share counts against it; nothing evaluated.
-log, s, trace, out = run("seconds", [QUICK, "stop.epochs=5", "stop.max_seconds=0.3", "log_every=20"])
+# (log_every=1: however slow this machine, the stop's iteration has its line.)
+log, s, trace, out = run("seconds", [QUICK, "stop.epochs=5", "stop.max_seconds=0.3", "log_every=1"])
 rows = progress_lines("seconds", log)
 if s["stop_reason"] != "max_seconds" or s["test_accuracy"] is not None or s["best_test_accuracy"] is not None:
     fail(f"seconds: stop {s['stop_reason']}, test_accuracy {s['test_accuracy']}, best {s['best_test_accuracy']}")
 if not re.search(r"done \(max_seconds\): \d+ iterations, not evaluated", log):
     fail("seconds: the final line does not say 'not evaluated'")
-last = rows[-1]
-# Time binds: the share is training time over 0.3 s, far above the iterations' share of 5 epochs.
-if int(last.group(4)) * 5 * PER_EPOCH < 100 * int(last.group(6)) * 2:
+last = rows[-1] if rows else None
+# Time binds: at the stop the share is training time over 0.3 s, 100%, whatever share
+# of 5 epochs' iterations was done.
+if last and (int(last.group(4)) != 100 or int(last.group(6)) >= 5 * PER_EPOCH):
     fail(f"seconds: share {last.group(4)}% at iteration {last.group(6)} of {last.group(7)}: not against the time")
 print("ok: stop.max_seconds: share against time, test_accuracy null, 'not evaluated'")
 
@@ -192,7 +194,8 @@ if s["final_loss"] is not None or s["test_accuracy"] is not None:
 if any(r.get("loss") is not None or r.get("lr") is not None for r in trace if r["event"] == "iteration"):
     fail("sim: a trace line with a loss or learning rate")
 traced = sum(1 for r in trace if r.get("policy", {}).get("plan"))
-if not (s["plan_changes"] == s["policy"]["plan_changes"] == traced) or s["plans_applied"] != traced - 1:
+# (A decision still late at the last iteration leaves none unapplied.)
+if not (s["plan_changes"] == s["policy"]["plan_changes"] == traced) or s["plans_applied"] not in (traced - 1, traced):
     fail(f"sim: plan_changes {s['plan_changes']}, policy.plan_changes {s['policy']['plan_changes']}, traced "
          f"{traced}, applied {s['plans_applied']}")
 check_nesting("sim", out)

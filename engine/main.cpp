@@ -246,6 +246,9 @@ pid_t run_ranks(int workers, const std::vector<std::string>& rank_args, const st
     // process group.
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    // The ranks' stderr reaches this terminal through mpirun's pipes: rank 0 draws its
+    // progress bar only if told (core/log.hpp; --repl has said 0 already).
+    if (::isatty(STDERR_FILENO) == 1) ::setenv("TANDEM_PROGRESS_BAR", "1", 0);
     try {
       tandem::launch_ranks(workers, std::vector<std::string>{"run"} + rank_args, hosts);
     } catch (const std::exception& e) {
@@ -339,6 +342,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::vector<std::string> overrides = line.overrides;
   const std::string resume = line["--resume"];
   const bool repl = line.has("--repl");
+  if (repl) ::setenv("TANDEM_PROGRESS_BAR", "0", 1);  // the prompt owns the terminal's last line (core/log.hpp)
   const bool elastic = line.has("--elastic");
   options_as_overrides(line, &overrides);
   if (!resume.empty()) resume_settings(resume, &experiment, &overrides);

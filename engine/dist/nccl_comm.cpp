@@ -398,7 +398,10 @@ std::unique_ptr<Comm> make_gpu_world_comm(std::unique_ptr<Comm> world, const Ran
     const char* env = std::getenv("TANDEM_NCCL");
     if (decision.use && env && std::string(env) == "0")
       decision = {false, "TANDEM_NCCL=0: gradients go through MPI"};
-    spdlog::info("{}", decision.reason);
+    // Where no rank has a GPU there is nothing to choose: the trainer's start lines
+    // say how the workers talk; a user debugging the choice still finds it.
+    const bool any_gpu = std::any_of(ranks.begin(), ranks.end(), [](const RankPlacement& p) { return p.on_gpu; });
+    spdlog::log(any_gpu ? spdlog::level::info : spdlog::level::debug, "{}", decision.reason);
     use = decision.use ? 1 : 0;
   }
   world->broadcast(&use, sizeof use, "the broadcast of the gradient transport");

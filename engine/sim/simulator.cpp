@@ -10,6 +10,7 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/core/log.hpp"
 #include "engine/sim/compute_model.hpp"
 #include "engine/sim/network_model.hpp"
 #include "engine/sim/segment_model.hpp"
@@ -83,6 +84,7 @@ Simulator::Simulator(const ExperimentConfig& cfg, const DeviceProfile& machine, 
       plan_(Plan::initial(cfg, n_, [&](const std::vector<int64_t>& b) { return emulator_.throughput(b, machine); })),
       out_(start_summary(cfg, param_count)), recorder_(cfg, out_.run.run_dir, n_, per_epoch, total_),
       now_(static_cast<size_t>(n_)) {
+  recorder_.set_simulated();
   out_.ideal_samples_per_s = compute_.ideal_samples_per_s(n_, cfg.global_batch);
 }
 
@@ -112,7 +114,7 @@ void Simulator::adopt_pending_plan() {
   if (!pending_) return;
   plan_ = std::move(*pending_);
   pending_.reset();
-  ++out_.plan_changes;
+  ++out_.plans_applied;
 }
 
 // During t the policy decides on t-1's stats. Its real cost counts only in
@@ -160,7 +162,7 @@ void Simulator::step(int64_t t) {
 void Simulator::record(int64_t t, const PolicyReport& decision) {
   const bool decided = policy_ && decision.event != "keep" && decision.event != "idle";
   if (t % cfg_.sim.trace_every == 0 || t + 1 == total_ || decided)
-    recorder_.iteration(t, 0.0, now_, clock_ms_ / 1000.0, policy_ ? &decision : nullptr);
+    recorder_.iteration(t, 0.0, now_, clock_ms_ / 1000.0, clock_ms_ / 1000.0, policy_ ? &decision : nullptr);
   else if (policy_)
     recorder_.untraced_decision(t, decision);
 }
@@ -171,7 +173,7 @@ void Simulator::record(int64_t t, const PolicyReport& decision) {
 int64_t Simulator::run_segment(int64_t t) {
   SyncRecord rec;
   const int64_t done = segments_.run(plan_, t, total_ - t, clock_ms_, now_, rec);
-  recorder_.iteration(done - 1, 0.0, now_, clock_ms_ / 1000.0, nullptr, &rec);
+  PolicyReport decision;
   if (policy_) {
     const double start = now_ms();
     ClusterStats cs;
@@ -180,10 +182,13 @@ int64_t Simulator::run_segment(int64_t t) {
     cs.updates = rec.updates;
     cs.dropped = rec.dropped;
     policy_->submit(done - 1, now_, cs);
-    PolicyReport decision;
     pending_ = policy_->collect(decision);
+    decision.applies_from = done;
     out_.policy_ms += now_ms() - start;
   }
+  // The segment's line carries the decision taken at its meeting, as a real run's does.
+  recorder_.iteration(done - 1, 0.0, now_, clock_ms_ / 1000.0, clock_ms_ / 1000.0, policy_ ? &decision : nullptr,
+                      &rec);
   out_.run.iterations = done;
   return done;
 }
@@ -197,12 +202,15 @@ void Simulator::finish() {
   run.samples_per_s = clock_ms_ > 0 ? static_cast<double>(run.iterations * cfg_.global_batch) / run.train_s : 0.0;
   run.wall_s = wall_.elapsed_ms() / 1000.0;
   recorder_.finish(run, cfg_);
+  log::end_progress();
+  out_.plan_changes = recorder_.plans_decided();
   write_sim_summary();
   const double efficiency = out_.ideal_samples_per_s > 0 ? run.samples_per_s / out_.ideal_samples_per_s : 0.0;
   spdlog::info("simulated {} iterations of {} workers in {:.2f} s: {:.0f} samples/s ({:.2f} of the ideal {:.0f}), "
-               "{} plan change(s), policy {:.1f} ms in all",
+               "{} plan change(s) ({} applied before the end), policy {:.1f} ms in all; nothing was trained "
+               "(no loss or accuracy)",
                run.iterations, n_, run.wall_s, run.samples_per_s, efficiency, out_.ideal_samples_per_s,
-               out_.plan_changes, out_.policy_ms);
+               out_.plan_changes, out_.plans_applied, out_.policy_ms);
 }
 
 // The simulation's own facts, next to what every run's summary holds.
@@ -213,7 +221,11 @@ void Simulator::write_sim_summary() const {
   j["ideal_samples_per_s"] = out_.ideal_samples_per_s;
   j["efficiency"] = out_.ideal_samples_per_s > 0 ? out_.run.samples_per_s / out_.ideal_samples_per_s : 0.0;
   j["policy_ms_total"] = out_.policy_ms;
+  // plan_changes: plans the policy decided, the count of policy.plan_changes;
+  // plans_applied: those in force before the run ended (one decided in the last
+  // iterations never applies).
   j["plan_changes"] = out_.plan_changes;
+  j["plans_applied"] = out_.plans_applied;
   j["sim"] = {{"noise", cfg_.sim.noise},
               {"noise_distribution", cfg_.sim.noise_distribution},
               {"latency_us", cfg_.sim.latency_us},

@@ -22,7 +22,8 @@ struct SimSummary {
   RunSummary run;
   double ideal_samples_per_s = 0.0;  // each worker alone at an equal share, summed
   double policy_ms = 0.0;            // time spent in the policy (real)
-  int64_t plan_changes = 0;
+  int64_t plan_changes = 0;   // plans the policy decided (summary.json's policy.plan_changes too)
+  int64_t plans_applied = 0;  // ... of which in force before the run ended
 };
 
 // Simulates cfg.workers workers for the experiment's iterations. machine: this

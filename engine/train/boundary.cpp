@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
 #include "engine/core/error.hpp"
+#include "engine/core/log.hpp"
 #include "engine/train/evaluate.hpp"
 #include "engine/train/interrupt.hpp"
 #include "engine/train/record/run_dir.hpp"
@@ -27,7 +29,7 @@ Boundary::Boundary(const BoundaryParts& parts, const std::string& host, const st
 }
 
 void Boundary::open(int64_t t, const Plan& plan) {
-  if (rank0()) console_.serve(t, plan, wall_s(), p_.summary.test_accuracy);
+  if (rank0()) console_.serve(t, plan, wall_s(), p_.summary.test_accuracy.value_or(-1.0));
 }
 
 void Boundary::stamp(WorkerStats& w, int64_t t) const {
@@ -102,7 +104,8 @@ void Boundary::decide_common(Control& c, int64_t done) {
 
 void Boundary::record(int64_t iteration, const SyncRecord* sync) {
   if (!p_.recorder || !reports_[0].valid) return;
-  p_.recorder->iteration(iteration, p_.schedule.at(iteration), reports_, wall_s(), p_.policy ? &decision_ : nullptr, sync);
+  p_.recorder->iteration(iteration, p_.schedule.at(iteration), reports_, wall_s(), p_.progress.train_ms / 1000.0,
+                         p_.policy ? &decision_ : nullptr, sync);
   console_.remember(iteration, reports_, sync ? sync->mode : "", wall_s());
 }
 
@@ -179,8 +182,10 @@ bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
     plan = std::move(*c.plan);
   }
   bool stop = c.stop;
-  if (console_.apply(c, done, plan, p_.timeline, wall_s(), p_.summary.test_accuracy)) stop = true;
-  if ((done % eval_every_ == 0 || done >= p_.total) && evaluate(done)) return true;
+  if (console_.apply(c, done, plan, p_.timeline, wall_s(), p_.summary.test_accuracy.value_or(-1.0))) stop = true;
+  const bool last = done >= p_.total;
+  if (last) record_last(done);  // its progress line before the final evaluation's
+  if ((done % eval_every_ == 0 || last) && evaluate(done)) return true;
   // (A run that stops here gets its final checkpoint in finish().)
   if (!stop && done < p_.total) checkpoint_if_decided(done, plan, c);
   if (!stop) return false;
@@ -201,7 +206,7 @@ bool Boundary::evaluate(int64_t done) {
   p_.comm.allreduce_sum(&sums.loss_sum, 3, "the evaluation sums");
   const double accuracy = sums.correct / sums.count;
   p_.summary.test_accuracy = accuracy;
-  p_.summary.best_test_accuracy = std::max(p_.summary.best_test_accuracy, accuracy);
+  p_.summary.best_test_accuracy = std::max(p_.summary.best_test_accuracy.value_or(accuracy), accuracy);
   const double loss = sums.loss_sum / sums.count;  // mean per prediction (per token for a language model)
   p_.summary.test_loss = loss;
   p_.summary.best_test_loss = std::min(p_.summary.best_test_loss.value_or(loss), loss);
@@ -262,20 +267,30 @@ void Boundary::write_checkpoint(int64_t done, const Plan& in_force) {
   s.train_ms = p_.progress.train_ms;
   s.samples = p_.progress.samples;
   s.version = p_.progress.version;
-  s.test_accuracy = p_.summary.test_accuracy;
-  s.best_test_accuracy = p_.summary.best_test_accuracy;
+  s.test_accuracy = p_.summary.test_accuracy.value_or(0.0);  // the file's 0: none yet
+  s.best_test_accuracy = p_.summary.best_test_accuracy.value_or(0.0);
   s.time_to_target_s = p_.summary.time_to_target_s;
+  const Stopwatch took;
   p_.checkpoints.write(s, [&] { p_.faults.at(done - 1, "checkpoint"); });
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(checkpoint_path(p_.summary.run_dir, done), ec);
+  spdlog::debug("checkpoint after iteration {}: {:.2f} MB written in {:.0f} ms (training stood still meanwhile)",
+                done, ec ? 0.0 : static_cast<double>(bytes) / (1 << 20), took.elapsed_ms());
 }
 
 // ---- the end -----------------------------------------------------------------------
 
-RunSummary Boundary::finish(int64_t done, const Plan& plan) {
-  // The last iteration's stats, decided on by no one.
+// The last iteration's stats, decided on by no one (once: a second call finds them
+// recorded).
+void Boundary::record_last(int64_t done) {
   p_.comm.finish_reports("the final stats reports");
   decision_ = PolicyReport{};
   record(done - 1);
   for (WorkerStats& w : reports_) w.valid = 0;  // recorded: nothing pending for a resumed run
+}
+
+RunSummary Boundary::finish(int64_t done, const Plan& plan) {
+  record_last(done);
   if (rank0() && ((p_.checkpoints.enabled() && p_.cfg.checkpoint.final) || console_.checkpoint_pending()) &&
       p_.checkpoints.last_iteration() != done)
     write_checkpoint(done, plan);
@@ -299,10 +314,11 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
     export_safetensors(s.run_dir + "/params.safetensors", p_.cfg.model, p_.model, params, done);
   }
   p_.recorder->finish(s, p_.cfg);
+  log::end_progress();  // a terminal's bar stays above the final line
   // A language model's result is its validation loss; a classifier's its accuracy.
-  const std::string result = p_.model.targets_per_sample() > 1 && s.test_loss
-                                 ? fmt::format("validation loss {:.4f}", *s.test_loss)
-                                 : fmt::format("test accuracy {:.4f}", s.test_accuracy);
+  const std::string result = p_.model.targets_per_sample() > 1 && s.test_loss ? fmt::format("validation loss {:.4f}", *s.test_loss)
+                             : s.test_accuracy ? fmt::format("test accuracy {:.4f}", *s.test_accuracy)
+                                               : std::string("not evaluated");
   console_.finished(fmt::format("run finished ({}) after {} iterations, {}", s.stop_reason, s.iterations, result));
   spdlog::info("done ({}): {} iterations, {}, {:.0f} samples/s, {:.1f} s, rank 0 peak RSS "
                "{:.0f} MB{}", s.stop_reason, s.iterations, result, s.samples_per_s, s.wall_s,

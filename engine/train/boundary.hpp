@@ -116,6 +116,8 @@ private:
   void policy_on_segment(const SegmentResult& seg, const Plan& plan, int64_t done, Control& c);
   // A test evaluation after `done` iterations; true when the target is reached.
   bool evaluate(int64_t done);
+  // The last iteration's stats recorded (before the final evaluation, or at the end).
+  void record_last(int64_t done);
   void checkpoint_if_decided(int64_t done, const Plan& in_force, const Control& c);
   void write_checkpoint(int64_t done, const Plan& in_force);
   std::string stop_reason() const;

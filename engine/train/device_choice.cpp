@@ -31,7 +31,7 @@ DeviceChoice choose_device(const DeviceConfig& cfg, int rank) {
   const GpuProbe gpus = probe_gpus();
   if (gpus.devices.empty()) {
     if (c.kind == "auto") {
-      c.note = "no GPU (" + gpus.reason + "): computing on the CPU";
+      c.note = "no GPU (" + gpus.reason + ")";
       c.device = &cpu_device();
       return c;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "engine/train/interrupt.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/progress.hpp"
+#include "engine/train/record/progress_line.hpp"
 #include "engine/train/record/run_dir.hpp"
 #include "engine/train/step.hpp"
 #include "engine/train/sync/bsp_step.hpp"
@@ -77,6 +79,22 @@ public:
 private:
   Comm& comm_;
 };
+
+// "1 worker on this machine", "4 workers over MPI (shared memory)": how the workers
+// reach each other. MPI sums gradients through shared memory when every rank is on
+// one host (engine/dist/mpi_comm.cpp, unless TANDEM_SHM_ALLREDUCE=0); the launcher's
+// environment says how many ranks share this host.
+std::string workers_text(int world, const std::string& comm) {
+  if (world == 1) return "1 worker on this machine";
+  if (comm == "nccl") return fmt::format("{} workers over NCCL", world);
+  if (comm != "mpi") return fmt::format("{} workers over {}", world, comm);
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* shm = std::getenv("TANDEM_SHM_ALLREDUCE");
+  if (!local) return fmt::format("{} workers over MPI", world);
+  if (std::atoi(local) != world) return fmt::format("{} workers over MPI (several hosts)", world);
+  return fmt::format("{} workers over MPI ({})", world,
+                     shm && std::string(shm) == "0" ? "MPI messages, TANDEM_SHM_ALLREDUCE=0" : "shared memory");
+}
 
 std::string host_name() {
   char name[64] = {};
@@ -232,8 +250,11 @@ void Trainer::resume() {
   progress_.version = s.version;
   progress_.samples = s.samples;
   progress_.train_ms = s.train_ms;
-  summary_.test_accuracy = s.test_accuracy;
-  summary_.best_test_accuracy = s.best_test_accuracy;
+  // The file keeps 0 for "not evaluated yet" (an evaluated accuracy of exactly 0 reads so too).
+  if (s.best_test_accuracy > 0) {
+    summary_.test_accuracy = s.test_accuracy;
+    summary_.best_test_accuracy = s.best_test_accuracy;
+  }
   summary_.time_to_target_s = s.time_to_target_s;
   // The same cluster continues with its plan; another one gets the experiment's
   // first plan for its size, and the policy decides from there.
@@ -275,12 +296,16 @@ void Trainer::start_recording() {
   write_text_file(dir + "/config.json", cfg_.resolved_json.empty() ? "{}\n" : cfg_.resolved_json + "\n");
   spdlog::info("run directory {}", dir);
   spdlog::info("{}", model_->summary());
-  spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch, {} iterations",
-               train_set_->name(), train_set_->size(), test_set_->size(), cfg_.global_batch, per_epoch_, total_);
-  spdlog::info("rank 0 computes on {}{}; gradients all-reduce in {}", dev_.name(),
-               device_.note.empty() ? "" : " (" + device_.note + ")", gradients_->path());
-  spdlog::info("{} worker(s) over {}; plan {} ({})", world_, comm_.name(),
+  spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch; {}",
+               train_set_->name(), train_set_->size(), test_set_->size(), cfg_.global_batch, per_epoch_,
+               stop_text(cfg_.stop, total_, per_epoch_));
+  spdlog::info("{}; plan {} ({})", workers_text(world_, comm_.name()),
                cfg_.plan.kind == "random" ? "changing every iteration" : plan_.str(), cfg_.plan.kind);
+  spdlog::info("rank 0 computes on {}{}", device_.note.empty() ? dev_.name() : "the CPU: " + device_.note,
+               world_ > 1 ? fmt::format("; gradients are summed in {}", gradients_->path()) : "");
+  spdlog::debug("the gradient all-reduce: {} floats ({:.2f} MB) a step over {} in {}", gradients_->floats(),
+                static_cast<double>(gradients_->floats()) * sizeof(float) / (1 << 20), comm_.name(),
+                gradients_->path());
   if (cfg_.emulation.enabled) {
     spdlog::info("emulated heterogeneity:\n{}", emulator_->describe());
     nlohmann::json cal{{"batch", machine_.batch}, {"ms", machine_.ms}, {"host_ms", machine_.host_ms}};
@@ -346,11 +371,26 @@ StepResult Trainer::segment(int64_t t) {
   return r;
 }
 
+// Said once, by rank 0, for every rank that overran (the count is summed over the
+// ranks: every rank takes part, after the loop).
 void Trainer::warn_overruns(int64_t done) const {
-  const int64_t overruns = bsp_->overruns() + segments_->overruns();
-  if (overruns > done / 20)
-    spdlog::warn("rank {}: {} of {} steps computed longer than their emulated time (the cores are oversubscribed); "
-                 "lower emulation.reference or use fewer workers for a faithful emulation", rank_, overruns, done);
+  std::vector<double> overruns(static_cast<size_t>(world_), 0.0);
+  overruns[static_cast<size_t>(rank_)] = static_cast<double>(bsp_->overruns() + segments_->overruns());
+  comm_.allreduce_sum(overruns.data(), overruns.size(), "counting the steps that overran their emulated time");
+  if (rank_ != 0) return;
+  int ranks = 0;
+  size_t most = 0;
+  for (size_t r = 0; r < overruns.size(); ++r) {
+    if (overruns[r] > static_cast<double>(done) / 20) ++ranks;
+    if (overruns[r] > overruns[most]) most = r;
+  }
+  if (ranks == 0) return;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const std::string why = world_ > cores ? fmt::format("{} ranks on {} cores: the cores are oversubscribed", world_, cores)
+                                         : std::string("the machine was busy, or emulated faster than it computes");
+  spdlog::warn("{} of {} ranks computed longer than their emulated time (r{}: {:.0f} of {} steps) - {}; lower "
+               "emulation.reference or use fewer workers for a faithful emulation",
+               ranks, world_, most, overruns[most], done, why);
 }
 
 }  // namespace

@@ -16,6 +16,14 @@ struct WorkerStats {
   int64_t iteration = -1;
   int64_t local_batch = 0;
   double start_ms = 0.0;    // iteration start on this rank's clock
+  // Where the compute ended and the gradient sync began, on the same clock (0: not
+  // measured; relaxed segments and tandem sim lay their phases end to end from
+  // start_ms). The Perfetto trace draws from these rather than from summed
+  // durations: an emulated compute_ms is the modelled device's time, counted from
+  // the last sync (progress.hpp), so it may overlap this rank's real data loading
+  // and optimizer step, and durations laid end to end ran into the next iteration.
+  double compute_end_ms = 0.0;
+  double sync_start_ms = 0.0;
   double data_ms = 0.0;     // sampling and gathering the batch
   double compute_ms = 0.0;  // forward + backward, including emulated stretch
   double real_compute_ms = 0.0;  // forward + backward as really measured

@@ -61,7 +61,8 @@ constexpr StatsKind stats_kind() {
 
 // The policy sees no rank or device of WorkerStats: it numbers workers by position
 // and names their devices as init(cluster) did (policy_sandbox.cpp), which holds even
-// for a report that has not arrived. start_ms feeds the Perfetto trace's spans;
+// for a report that has not arrived. start_ms, compute_end_ms and sync_start_ms
+// feed the Perfetto trace's spans;
 // valid and sync_mode steer the consumers rather than being shown.
 inline constexpr StatsField kWorkerStatsFields[] = {
     //                 member           shown                                                    trace     lua+1  console column
@@ -89,6 +90,8 @@ inline constexpr StatsField kWorkerStatsFields[] = {
     TANDEM_STATS_FIELD(host,            kShownInConsole,                                         nullptr,  false, 2, "host", nullptr),
     TANDEM_STATS_FIELD(device,          kShownInConsole,                                         nullptr,  false, 3, "device", nullptr),
     TANDEM_STATS_FIELD(start_ms,        0,                                                       nullptr,  false, 0, nullptr, nullptr),
+    TANDEM_STATS_FIELD(compute_end_ms,  0,                                                       nullptr,  false, 0, nullptr, nullptr),
+    TANDEM_STATS_FIELD(sync_start_ms,   0,                                                       nullptr,  false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(valid,           0,                                                       nullptr,  false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(sync_mode,       0,                                                       nullptr,  false, 0, nullptr, nullptr),
 };

@@ -59,7 +59,7 @@ def expect_rejected(name, args, wants, experiment=QUICKSTART, traceback_ok=False
     # Nothing started: no rank, no training, no run directory, no mpirun.
     for sign, what in (("iter ", "training started"), ("[r1]", "a second rank started"),
                        ("MPI_ABORT", "mpirun had started the ranks"), ("ORTE", "mpirun had started the ranks"),
-                       ("worker(s) over", "a worker started"), ("unprotected Lua error", "a crash"),
+                       ("workers over", "a worker started"), ("worker on this machine", "a worker started"), ("unprotected Lua error", "a crash"),
                        ("unexpected error", "an unexpected exception")):
         if sign in out:
             problems.append(f"{what} ({sign!r} in the output)")

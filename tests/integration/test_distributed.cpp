@@ -224,7 +224,7 @@ BOOST_AUTO_TEST_CASE(hang_is_named) {
   CHECK_CONTAINS(r.output, "missing rank(s): 2");
   CHECK_CONTAINS(r.output, "collective_timeout_s");
   CHECK_CONTAINS(r.output, "the gradient all-reduce did not complete");
-  const double started = logged_at(r.output, "worker(s) over"), aborted = logged_at(r.output, "aborting the job");
+  const double started = logged_at(r.output, "workers over"), aborted = logged_at(r.output, "aborting the job");
   BOOST_REQUIRE_MESSAGE(started >= 0 && aborted >= 0, "no start or abort line in the log:\n" << r.output);
   const double waited = aborted >= started ? aborted - started : aborted - started + 86400;  // past midnight
   // Rank 0's all-reduce began after its start line: not before the deadline (log

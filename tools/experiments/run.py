@@ -82,7 +82,12 @@ def fallback_table(dirs):
         s = summary(d)
         ttt = s.get("time_to_target_s")
         print(f"{os.path.basename(d):28s} {s['samples_per_s']:10.0f} {efficiency(d):10.3f} "
-              f"{(f'{ttt:.1f}' if ttt else '-'):>11s} {s.get('test_accuracy', 0):9.4f}")
+              f"{(f'{ttt:.1f}' if ttt else '-'):>11s} {acc_text(s.get('test_accuracy')):>9s}")
+
+
+def acc_text(acc):
+    """A summary's test accuracy: null where the run was never evaluated (a simulation)."""
+    return "-" if acc is None else f"{acc:.4f}"
 
 
 def steady_and_recovery(rows, changes, end):
@@ -125,7 +130,7 @@ def extra_grouped(out_dir, dirs):
         if name.startswith("groups_"):
             s = summary(d)
             st = s.get("sync", {})
-            print(f"  {name[7:]:>2s} group(s): final test accuracy {s['test_accuracy']:.4f}, staleness mean "
+            print(f"  {name[7:]:>2s} group(s): final test accuracy {acc_text(s.get('test_accuracy'))}, staleness mean "
                   f"{st.get('staleness_mean', 0):.2f}, {s['samples_per_s']:.0f} samples/s")
 
 

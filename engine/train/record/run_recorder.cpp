@@ -4,27 +4,38 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/log.hpp"
+#include "engine/train/record/progress_line.hpp"
 #include "engine/train/record/run_dir.hpp"
 
 namespace tandem {
 
 RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
                          int64_t total, int64_t resume_at, int64_t rerecord_from)
-    : workers_(workers), per_epoch_(per_epoch), total_(total), log_every_(cfg.log_every),
+    : workers_(workers), stop_(cfg.stop), per_epoch_(per_epoch), total_(total), log_every_(cfg.log_every),
       byte_tokens_(cfg.data.name == "text"),
       trace_(run_dir + "/trace.jsonl", resume_at, rerecord_from), chrome_(run_dir + "/trace.perfetto.json", workers),
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
+<<<<<<< HEAD
       w_comm_(static_cast<size_t>(workers)) {
   if (cfg.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(run_dir, log_every_, total, resume_at < 0);
 }
+=======
+      w_comm_(static_cast<size_t>(workers)), w_data_(static_cast<size_t>(workers)) {}
+>>>>>>> wt-progress
 
 void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
-                            const PolicyReport* policy, const SyncRecord* sync) {
+                            double train_s, const PolicyReport* policy, const SyncRecord* sync) {
+  if (first_t_ < 0) {
+    first_t_ = t;
+    first_wall_s_ = wall_s;
+  }
   IterationRecord rec;
   rec.iteration = t;
-  rec.epoch = t / per_epoch_;
+  rec.epoch = static_cast<double>(t + 1) / static_cast<double>(per_epoch_);  // completed after it
   rec.lr = lr;
   double loss_sum = 0.0, stats_ms = 0.0;
   for (const WorkerStats& w : workers) {
@@ -37,6 +48,7 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
     w_compute_[r] += w.compute_ms;
     w_idle_[r] += w.idle_ms;
     w_comm_[r] += w.comm_ms;
+    w_data_[r] += w.data_ms;
     if (w.step_ms > 0) {
       comm_share_sum_ += w.comm_ms / w.step_ms / static_cast<double>(workers_);
       idle_share_sum_ += w.idle_ms / w.step_ms / static_cast<double>(workers_);
@@ -45,6 +57,7 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   }
   stats_ms_ += stats_ms;
   rec.loss = loss_sum / static_cast<double>(std::max<int64_t>(rec.global_batch * targets_, 1));
+  if (simulated_) rec.loss = rec.lr = std::numeric_limits<double>::quiet_NaN();  // nothing trained
   rec.wall_s = wall_s;
   trace_.write(rec, workers, policy, sync);
   if (tensorboard_) tensorboard_->iteration(rec, workers, sync, targets_);
@@ -62,9 +75,8 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
     if (h.size() < sync->staleness_histogram.size()) h.resize(sync->staleness_histogram.size(), 0);
     for (size_t i = 0; i < sync->staleness_histogram.size(); ++i) h[i] += sync->staleness_histogram[i];
   }
+  remember(workers);
   if (policy) record_policy(t, *policy);
-  plan_.local_batch.resize(workers.size());
-  for (size_t r = 0; r < workers.size(); ++r) plan_.local_batch[r] = workers[r].local_batch;
 
   w_loss_ += loss_sum;
   w_samples_ += rec.global_batch;
@@ -72,7 +84,22 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   w_step_ms_ += rec.step_ms;
   ++w_iters_;
   ++iterations_;
-  if ((t + 1) % log_every_ == 0 || t + 1 == total_) progress(t, lr);
+  if ((t + 1) % log_every_ == 0 || t + 1 == total_) progress(t, lr, wall_s, train_s);
+}
+
+void RunRecorder::remember(const std::vector<WorkerStats>& workers) {
+  if (spdlog::should_log(spdlog::level::debug)) {
+    seen_[0] = std::move(seen_[1]);
+    seen_[1].iteration = workers.empty() ? -1 : workers[0].iteration;
+    seen_[1].batch.resize(workers.size());
+    seen_[1].compute_ms.resize(workers.size());
+    for (size_t r = 0; r < workers.size(); ++r) {
+      seen_[1].batch[r] = workers[r].local_batch;
+      seen_[1].compute_ms[r] = workers[r].compute_ms;
+    }
+  }
+  plan_.local_batch.resize(workers.size());
+  for (size_t r = 0; r < workers.size(); ++r) plan_.local_batch[r] = workers[r].local_batch;
 }
 
 void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
@@ -93,50 +120,76 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
   if (!p.plan.empty()) {
     ++s.plans;
     ++s.w_plans;
-    spdlog::debug("iteration {}: policy {} plans {}{} from iteration {}{}{}", t, p.policy, Plan{p.plan, {}}.str(),
-                  p.sync.empty() || p.sync == "bsp" ? "" : " " + p.sync,
-                  p.applies_from, p.reason.empty() ? "" : ": ", clipped_reason(p.reason));
+    log_decision(t, p);
   }
   if (p.event == "swapped") ++s.swaps;
   if (p.failed || p.event == "hung") ++s.failures;
   s.last_event = p.event;
 }
 
-void RunRecorder::progress(int64_t t, double lr) {
+// A plan decided, with what it was decided on: the batches and compute times the
+// policy saw (the stats of this iteration or the one before, as they were recorded).
+void RunRecorder::log_decision(int64_t t, const PolicyReport& p) const {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  std::string inputs;
+  for (const Seen& seen : seen_)
+    if (seen.iteration == p.from_iteration && !seen.compute_ms.empty())
+      inputs = fmt::format(" on iteration {}'s batches {} and compute ms [{:.2f}]", p.from_iteration,
+                           Plan{seen.batch, {}}.str(), fmt::join(seen.compute_ms, ", "));
+  spdlog::debug("iteration {}: policy {} decided{}: plan {}{} from iteration {} (its call took {:.2f} ms){}{}", t,
+                p.policy, inputs, Plan{p.plan, {}}.str(), p.sync.empty() || p.sync == "bsp" ? "" : " " + p.sync,
+                p.applies_from, p.cost_ms, p.reason.empty() ? "" : ": ", clipped_reason(p.reason));
+}
+
+void RunRecorder::progress(int64_t t, double lr, double wall_s, double train_s) {
   trace_.flush();
   chrome_.flush();
   const int64_t predictions = std::max<int64_t>(w_samples_ * targets_, 1);
   last_loss_ = w_loss_ / static_cast<double>(predictions);
   const double samples_per_s = static_cast<double>(w_samples_) / (w_step_ms_ / 1000.0);
-  std::string balance;
-  if (workers_ > 1) {
-    const auto [lo, hi] = std::minmax_element(w_compute_.begin(), w_compute_.end());
-    double idle = 0.0, comm = 0.0;
-    for (int r = 0; r < workers_; ++r) {
-      idle += w_idle_[static_cast<size_t>(r)];
-      comm += w_comm_[static_cast<size_t>(r)];
-    }
-    const double n = static_cast<double>(w_iters_), step = w_step_ms_ / n;
-    balance = fmt::format(" | compute ms min {:.1f} (r{}) max {:.1f} (r{}), idle {:.0f}%, comm {:.0f}%", *lo / n,
-                          lo - w_compute_.begin(), *hi / n, hi - w_compute_.begin(),
-                          100.0 * idle / n / workers_ / step, 100.0 * comm / n / workers_ / step);
-    if (policy_.calls > 0) {
-      balance += fmt::format(" | policy {}: {} plan change(s){}", policy_.name, policy_.w_plans,
-                             workers_ <= 8 ? ", now " + plan_.str() : std::string());
-      policy_.w_plans = 0;
-    }
+  ProgressView v;
+  v.elapsed_s = wall_s;
+  const double s_per_iteration = t > first_t_ ? (wall_s - first_wall_s_) / static_cast<double>(t - first_t_) : 0.0;
+  v.estimate = estimate_stop(stop_, t + 1, total_, train_s, s_per_iteration);
+  v.epochs = static_cast<double>(t + 1) / static_cast<double>(per_epoch_);
+  v.done = t + 1;
+  v.total = total_;
+  if (!simulated_) {
+    v.loss = last_loss_;
+    v.train_accuracy = static_cast<double>(w_correct_) / static_cast<double>(predictions);
+    v.lr = lr;
   }
-  const std::string tokens_per_s =
-      targets_ > 1 ? fmt::format(" ({:.0f} tokens/s)", samples_per_s * static_cast<double>(targets_)) : "";
-  spdlog::info("epoch {:>3} iter {:>7}/{} loss {:.4f} train acc {:.3f} lr {:.4g} {:.0f} samples/s{}{}",
-               t / per_epoch_ + 1, t + 1, total_, last_loss_,
-               static_cast<double>(w_correct_) / static_cast<double>(predictions), lr, samples_per_s,
-               tokens_per_s, balance);
+  v.samples_per_s = samples_per_s;
+  if (targets_ > 1) v.tokens_per_s = samples_per_s * static_cast<double>(targets_);
+  log::progress(progress_line(v), v.estimate.fraction);
+  if (workers_ > 1) balance();
   w_loss_ = w_step_ms_ = 0.0;
   w_samples_ = w_correct_ = w_iters_ = 0;
-  std::fill(w_compute_.begin(), w_compute_.end(), 0.0);
-  std::fill(w_idle_.begin(), w_idle_.end(), 0.0);
-  std::fill(w_comm_.begin(), w_comm_.end(), 0.0);
+  for (auto* sums : {&w_compute_, &w_idle_, &w_comm_, &w_data_}) std::fill(sums->begin(), sums->end(), 0.0);
+}
+
+// The workers' balance over the window (progress_line.hpp), and at debug level every
+// worker's times, the data loader's among them.
+void RunRecorder::balance() {
+  const double n = static_cast<double>(w_iters_), step = w_step_ms_ / n;
+  BalanceView b;
+  b.local_batch = plan_.local_batch;
+  b.compute_ms.resize(w_compute_.size());
+  for (size_t r = 0; r < w_compute_.size(); ++r) {
+    b.compute_ms[r] = w_compute_[r] / n;
+    b.idle_share += w_idle_[r] / n / workers_ / step;
+    b.comm_share += w_comm_[r] / n / workers_ / step;
+  }
+  if (policy_.calls > 0) {
+    b.policy = policy_.name;
+    b.plans = policy_.w_plans;
+    policy_.w_plans = 0;
+  }
+  spdlog::info("{}", balance_line(b));
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  for (size_t r = 0; r < w_compute_.size(); ++r)
+    spdlog::debug("  r{}: batch {}, per iteration: data {:.2f} ms, compute {:.2f} ms, idle {:.2f} ms, comm {:.2f} ms",
+                  r, plan_.local_batch[r], w_data_[r] / n, w_compute_[r] / n, w_idle_[r] / n, w_comm_[r] / n);
 }
 
 void RunRecorder::eval(const EvalRecord& r) {
@@ -155,7 +208,7 @@ void RunRecorder::eval(const EvalRecord& r) {
 void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
   trace_.flush();
   const double n = static_cast<double>(std::max<int64_t>(iterations_, 1));
-  s.final_loss = w_samples_ > 0 ? w_loss_ / static_cast<double>(w_samples_ * targets_) : last_loss_;
+  if (!simulated_) s.final_loss = w_samples_ > 0 ? w_loss_ / static_cast<double>(w_samples_ * targets_) : last_loss_;
   s.comm_share = comm_share_sum_ / n;
   s.idle_share = idle_share_sum_ / n;
   s.stats_ms = stats_ms_ / n;
@@ -167,11 +220,13 @@ void RunRecorder::finish(RunSummary& s, const ExperimentConfig& cfg) {
   j["epochs"] = s.epochs;
   j["global_batch"] = cfg.global_batch;
   j["parameters"] = s.parameters;
-  j["final_loss"] = s.final_loss;
-  j["test_accuracy"] = s.test_accuracy;
-  j["best_test_accuracy"] = s.best_test_accuracy;
-  j["target_accuracy"] = cfg.stop.target_accuracy ? nlohmann::json(*cfg.stop.target_accuracy) : nlohmann::json();
+  // A number never measured is null, not 0: a run stopped before its first
+  // evaluation, and tandem sim, which trains nothing.
   auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  j["final_loss"] = optional(s.final_loss);
+  j["test_accuracy"] = optional(s.test_accuracy);
+  j["best_test_accuracy"] = optional(s.best_test_accuracy);
+  j["target_accuracy"] = optional(cfg.stop.target_accuracy);
   j["test_loss"] = optional(s.test_loss);
   j["best_test_loss"] = optional(s.best_test_loss);
   j["target_loss"] = optional(cfg.stop.target_loss);

@@ -22,9 +22,12 @@ struct RunSummary {
   int workers = 1;
   int64_t iterations = 0;
   double epochs = 0.0;
-  double final_loss = 0.0;  // mean training loss over the last logging window
-  double test_accuracy = 0.0;
-  double best_test_accuracy = 0.0;
+  // Mean training loss over the last logging window; unset where nothing was trained
+  // (tandem sim).
+  std::optional<double> final_loss;
+  // The last and the best test accuracy; unset (null in summary.json, "not
+  // evaluated" in the final line) until an evaluation ran.
+  std::optional<double> test_accuracy, best_test_accuracy;
   // Test (validation) loss, mean per prediction: the last and the lowest; unset until
   // an evaluation ran.
   std::optional<double> test_loss, best_test_loss;
@@ -52,10 +55,11 @@ public:
   // checkpoint's pending stats are recorded again).
   RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
               int64_t total, int64_t resume_at = -1, int64_t rerecord_from = -1);
-  // One finished iteration with every worker's stats (indexed by rank).
+  // One finished iteration with every worker's stats (indexed by rank). wall_s: since
+  // the run started; train_s: training time so far (tandem sim: both its clock).
   // policy: the policy's decision broadcast in iteration t, when a policy runs.
   // sync: a relaxed-sync segment's record (its stats are means per step).
-  void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
+  void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s, double train_s,
                  const PolicyReport* policy = nullptr, const SyncRecord* sync = nullptr);
   void eval(const EvalRecord& r);
   // Predictions per sample (Model::targets_per_sample): a language model's loss and
@@ -64,11 +68,18 @@ public:
   // A policy decision of an iteration the trace leaves out (tandem sim's
   // sim.trace_every): counted in the summary all the same.
   void untraced_decision(int64_t t, const PolicyReport& p) { record_policy(t, p); }
+  // tandem sim: nothing is trained, so the lines have no loss, accuracy or learning
+  // rate, and the summary's final_loss is null.
+  void set_simulated() { simulated_ = true; }
+  // Plans the policy decided (summary.json's policy.plan_changes).
+  int64_t plans_decided() const { return policy_.plans; }
   // Finishes the summary's averages and writes summary.json.
   void finish(RunSummary& s, const ExperimentConfig& cfg);
 
 private:
-  void progress(int64_t t, double lr);
+  void progress(int64_t t, double lr, double wall_s, double train_s);
+  void balance();
+  void log_decision(int64_t t, const PolicyReport& p) const;
   // Relaxed-sync totals over the run, for the summary.
   struct SyncTotals {
     int64_t segments = 0, iterations = 0, updates = 0, applied = 0, dropped = 0;
@@ -76,15 +87,27 @@ private:
     std::vector<int64_t> staleness_histogram;
   } sync_;
   int workers_;
+  const StopConfig stop_;
   int64_t per_epoch_, total_, log_every_, targets_ = 1;
   bool byte_tokens_;  // the text data set: a token is a byte, so loss / ln 2 is bits per byte
+  bool simulated_ = false;
+  // The first recorded iteration and when: the wall-clock cost of an iteration since.
+  int64_t first_t_ = -1;
+  double first_wall_s_ = 0.0;
   TraceWriter trace_;
   ChromeTrace chrome_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // when the experiment asks for it
   // The progress window since the last progress line.
   double w_loss_ = 0.0, w_step_ms_ = 0.0;
   int64_t w_samples_ = 0, w_correct_ = 0, w_iters_ = 0;
-  std::vector<double> w_compute_, w_idle_, w_comm_;
+  std::vector<double> w_compute_, w_idle_, w_comm_, w_data_;
+  // The last two recorded iterations' batches and compute times: what a decision
+  // was taken on, for its debug line.
+  struct Seen {
+    int64_t iteration = -1;
+    std::vector<int64_t> batch;
+    std::vector<double> compute_ms;
+  } seen_[2];
   // Whole-run sums for the summary.
   double comm_share_sum_ = 0.0, idle_share_sum_ = 0.0, stats_ms_ = 0.0, last_loss_ = 0.0;
   int64_t iterations_ = 0;
@@ -97,6 +120,7 @@ private:
   } policy_;
   Plan plan_;  // the local batches of the latest recorded iteration
   void record_policy(int64_t t, const PolicyReport& p);
+  void remember(const std::vector<WorkerStats>& workers);
 };
 
 }  // namespace tandem

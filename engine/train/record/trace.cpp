@@ -2,6 +2,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cerrno>
 #include <cstring>
@@ -96,9 +97,11 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
   line_.clear();
   auto out = std::back_inserter(line_);
   fmt::format_to(out,
-                 "{{\"event\":\"iteration\",\"iteration\":{},\"epoch\":{},\"global_batch\":{},\"lr\":{:.6g},"
+                 "{{\"event\":\"iteration\",\"iteration\":{},\"epoch\":{:.4f},\"global_batch\":{},\"lr\":{},"
                  "\"loss\":{},\"correct\":{},\"step_ms\":{:.4f},\"wall_s\":{:.4f},\"workers\":[",
-                 r.iteration, r.epoch, r.global_batch, r.lr, json_number(r.loss), r.correct, r.step_ms, r.wall_s);
+                 r.iteration, r.epoch, r.global_batch,
+                 std::isfinite(r.lr) ? fmt::format("{:.6g}", r.lr) : std::string("null"), json_number(r.loss),
+                 r.correct, r.step_ms, r.wall_s);
   for (size_t i = 0; i < workers.size(); ++i) {
     line_ += i ? ",{" : "{";
     write_worker(workers[i]);
@@ -171,12 +174,20 @@ void TraceWriter::flush() {
 }
 
 ChromeTrace::ChromeTrace(const std::string& path, int workers) : path_(path), file_(open_or_fail(path)) {
-  text_ = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
-          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"tandem\"}}";
-  for (int r = 0; r < workers; ++r)
-    fmt::format_to(std::back_inserter(text_),
-                   ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":{},\"args\":{{\"name\":\"worker {}\"}}}}",
-                   r, r);
+  text_ = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  const char* groups[] = {"compute", "gradient sync (idle, comm)", "host (data, optimizer)"};
+  auto out = std::back_inserter(text_);
+  for (int pid = 0; pid < 3; ++pid) {
+    fmt::format_to(out,
+                   "{}\n{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":\"{}\"}}}}"
+                   ",\n{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"sort_index\":{}}}}}",
+                   pid ? "," : "", pid, groups[pid], pid, pid);
+    for (int r = 0; r < workers; ++r)
+      fmt::format_to(out,
+                     ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
+                     "\"worker {}\"}}}}",
+                     pid, r, r);
+  }
   flush();
 }
 
@@ -203,27 +214,38 @@ void ChromeTrace::flush() {
   text_.clear();
 }
 
-void ChromeTrace::span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration,
-                       int64_t batch) {
-  if (dur_ms <= 0.0) return;
+namespace {
+// A time in tenths of a microsecond, the file's resolution: both ends of a span are
+// rounded, never its duration, so spans that touch still touch after rounding.
+int64_t tenths_of_us(double ms) { return std::llround(ms * 1e4); }
+}  // namespace
+
+void ChromeTrace::span(const char* name, Track track, const WorkerStats& s, double start_ms, double end_ms) {
+  // (Measured times never lie before the clock's origin; the guard keeps the text a number.)
+  const int64_t from = std::max<int64_t>(tenths_of_us(start_ms), 0), to = tenths_of_us(end_ms);
+  if (to <= from) return;
   if (text_.size() > kChromeFlushBytes) flush();
   fmt::format_to(std::back_inserter(text_),
-                 ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":0,\"tid\":{},\"ts\":{:.1f},\"dur\":{:.1f},"
+                 ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{}.{},\"dur\":{}.{},"
                  "\"args\":{{\"iteration\":{},\"local_batch\":{}}}}}",
-                 name, name, rank, start_ms * 1000.0, dur_ms * 1000.0, iteration, batch);
+                 name, name, static_cast<int>(track), s.rank, from / 10, from % 10, (to - from) / 10, (to - from) % 10,
+                 s.iteration, s.local_batch);
 }
 
+// Where the phases lie (see the header): compute ends at compute_end_ms, the sync
+// starts at sync_start_ms and the optimizer runs when it ends. Stats without those
+// times (relaxed segments' means, tandem sim) lay their phases end to end.
 void ChromeTrace::add(const WorkerStats& s) {
-  double t = s.start_ms;
-  const struct {
-    const char* name;
-    double ms;
-  } phases[] = {{"data", s.data_ms}, {"compute", s.compute_ms}, {"idle", s.idle_ms}, {"comm", s.comm_ms},
-                {"optimizer", s.optimizer_ms}};
-  for (const auto& p : phases) {
-    span(p.name, s.rank, t, p.ms, s.iteration, s.local_batch);
-    t += p.ms;
-  }
+  const bool measured = s.compute_end_ms > 0.0 && s.sync_start_ms > 0.0;
+  const double data_end = s.start_ms + s.data_ms;
+  const double compute_end = measured ? s.compute_end_ms : data_end + s.compute_ms;
+  const double sync_start = measured ? s.sync_start_ms : compute_end;
+  const double idle_end = sync_start + s.idle_ms, comm_end = idle_end + s.comm_ms;
+  span("data", kHost, s, s.start_ms, data_end);
+  span("compute", kCompute, s, compute_end - s.compute_ms, compute_end);
+  span("idle", kSync, s, sync_start, idle_end);
+  span("comm", kSync, s, idle_end, comm_end);
+  span("optimizer", kHost, s, comm_end, comm_end + s.optimizer_ms);
 }
 
 }  // namespace tandem

@@ -15,10 +15,10 @@ namespace tandem {
 
 struct IterationRecord {
   int64_t iteration = 0;
-  int64_t epoch = 0;
+  double epoch = 0.0;   // epochs completed after it: iterations done / iterations per epoch
   int64_t global_batch = 0;
-  double lr = 0.0;
-  double loss = 0.0;     // mean over the global batch
+  double lr = 0.0;       // NaN (null in the trace) where nothing trains: tandem sim
+  double loss = 0.0;     // mean over the global batch; NaN (null) likewise
   int64_t correct = 0;   // over the global batch
   double step_ms = 0.0;  // the slowest worker's iteration
   double wall_s = 0.0;
@@ -36,8 +36,8 @@ struct SyncRecord {
 };
 
 struct EvalRecord {
-  int64_t iteration = 0;
-  double epoch = 0.0;
+  int64_t iteration = 0;  // iterations done before it
+  double epoch = 0.0;     // epochs completed: iteration / iterations per epoch
   double test_loss = 0.0, test_accuracy = 0.0;
   double eval_ms = 0.0;
   double train_s = 0.0;  // training time so far, evaluations excluded
@@ -74,8 +74,18 @@ private:
 };
 
 // A Chrome / Perfetto trace-event file (open it in ui.perfetto.dev or
-// chrome://tracing): one track per worker, with data, compute, idle, comm and
-// optimizer spans, so stragglers and the waits they cause are visible.
+// chrome://tracing), so stragglers and the waits they cause are visible. Every
+// worker has three tracks, one in each of three groups (trace-event processes), as
+// a GPU profile shows a compute stream, a communication stream and the host:
+//   compute (pid 0): the device's forward and backward;
+//   gradient sync (pid 1): idle (waiting for the slowest) and comm (the all-reduce);
+//   host (pid 2): data (sampling, gathering, uploading the batch) and the optimizer.
+// Spans on one track never overlap: each is placed at measured times
+// (WorkerStats::compute_end_ms, sync_start_ms), not laid end to end. An emulated
+// compute_ms is the modelled device's time counted from the last sync, so it may
+// overlap this rank's real data loading and optimizer step: on one track, summed
+// durations ran into the next iteration. Times are rounded at both ends (0.1 us)
+// so that spans that touch still touch.
 //
 // The file is valid JSON after every flush, not only at the end: events gather in
 // memory and a flush writes them followed by the closing "]}", then steps back over
@@ -93,7 +103,8 @@ public:
   void flush();
 
 private:
-  void span(const char* name, int rank, double start_ms, double dur_ms, int64_t iteration, int64_t batch);
+  enum Track { kCompute = 0, kSync = 1, kHost = 2 };  // the trace-event pid
+  void span(const char* name, Track track, const WorkerStats& s, double start_ms, double end_ms);
   std::string path_;  // named when a write fails
   std::FILE* file_;
   std::string text_;  // events since the last flush

@@ -28,6 +28,7 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   now.stats_ms = boundary.post_ms();
   boundary.stats_in(t, &now.stats_ms);  // the policy decides while this rank computes
   const bool finite = compute(x, t, offset, now);
+  now.compute_end_ms = now_ms() - p_.timeline.origin();  // an emulated device's: after emulate()
   Control out = boundary.decide(t, &now.stats_ms);
   emulate(t, now);
   out.nonfinite.assign(static_cast<size_t>(world_), false);
@@ -92,6 +93,7 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
     const double deadline = device_start + s.target_ms;
     if (now_ms() > deadline) ++overruns_;
     sleep_until_ms(deadline);
+    now.compute_end_ms = now_ms() - p_.timeline.origin();
     now.speed = p_.emulator.speed(rank_, t);
     // The emulated device's time, unless the real compute outlasted it.
     now.compute_ms = std::max(s.target_ms, now.real_compute_ms);
@@ -105,6 +107,7 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
 // slowest link.
 Control BspStep::synchronize(const Control& out, WorkerStats& now) {
   const double sync_start = now_ms();
+  now.sync_start_ms = sync_start - p_.timeline.origin();
   p_.faults.at(now.iteration, "allreduce");
   Control in = p_.gradients.run(out, &now.idle_ms, "the gradient all-reduce");
   if (world_ == 1) {

@@ -19,13 +19,9 @@ RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir
       byte_tokens_(cfg.data.name == "text"),
       trace_(run_dir + "/trace.jsonl", resume_at, rerecord_from), chrome_(run_dir + "/trace.perfetto.json", workers),
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
-<<<<<<< HEAD
-      w_comm_(static_cast<size_t>(workers)) {
+      w_comm_(static_cast<size_t>(workers)), w_data_(static_cast<size_t>(workers)) {
   if (cfg.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(run_dir, log_every_, total, resume_at < 0);
 }
-=======
-      w_comm_(static_cast<size_t>(workers)), w_data_(static_cast<size_t>(workers)) {}
->>>>>>> wt-progress
 
 void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s,
                             double train_s, const PolicyReport* policy, const SyncRecord* sync) {

@@ -174,7 +174,7 @@ def main():
 
     cmd = [TANDEM, "run", "scripts/experiments/quickstart.lua", "--elastic", "--hostfile", HOSTFILE,
            f"stop.max_iterations={ITERATIONS}", "log_every=1", "eval_every=100000", "checkpoint.every=20",
-           "collective_timeout_s=5", "elastic.probe_timeout_s=3", "console=false",
+           "collective_timeout_s=5", "console=false",
            "emulation.speeds={1, 1, 0.5, 0.25}", "emulation.reference=0.05", "--out", OUT]
     # The output to a file: a pipe nobody reads while the test waits would fill and
     # stop the job.

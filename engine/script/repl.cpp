@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
@@ -235,9 +236,11 @@ void ReplConsole::drop_client(int client, const std::string& last_words) {
 
 // Under mu_.
 std::string ReplConsole::status() const {
-  if (iteration_ < 0) return "starting";
-  return "iteration " + std::to_string(iteration_) + " of " + std::to_string(total_) + ", " +
-         std::to_string(workers_) + " worker(s)" + (paused_ ? ", paused" : "");
+  if (!served_) return "starting";
+  const std::string done = iteration_ < 0 ? "no iteration done yet (" + std::to_string(total_) + " to run)"
+                                          : "iteration " + std::to_string(iteration_) + " done (" +
+                                                std::to_string(iteration_ + 1) + " of " + std::to_string(total_) + ")";
+  return done + ", " + std::to_string(workers_) + " worker(s)" + (paused_ ? ", paused" : "");
 }
 
 void ReplConsole::reply(int client, const std::string& text) {
@@ -250,6 +253,7 @@ void ReplConsole::serve(const ConsoleView& view, ConsoleRequests& requests) {
   std::deque<Command> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    served_ = true;
     iteration_ = view.iteration;
     total_ = view.total;
     workers_ = view.workers;
@@ -286,7 +290,63 @@ void ReplConsole::answer_swaps() {
   }
 }
 
+namespace {
+
+bool is_identifier(const char* s, size_t n) {
+  if (n == 0 || n > 64 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isalnum(static_cast<unsigned char>(s[i])) && s[i] != '_') return false;
+  return true;
+}
+
+// The string keys of the table at `index` (raw reads: no metamethod runs), each with
+// "(" when a function and "." when a table, after `prefix`; one level into tables
+// when `deeper`.
+void table_names(lua_State* L, int index, const std::string& prefix, bool deeper, std::vector<std::string>& out) {
+  index = index < 0 ? lua_gettop(L) + index + 1 : index;
+  lua_pushnil(L);
+  while (lua_next(L, index) && out.size() < kMaxCompletions) {
+    size_t n = 0;
+    const char* k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : nullptr;
+    if (k && is_identifier(k, n)) {
+      const std::string name = prefix + std::string(k, n);
+      const int type = lua_type(L, -1);
+      out.push_back(name + (type == LUA_TFUNCTION ? "(" : type == LUA_TTABLE && deeper ? "." : ""));
+      if (type == LUA_TTABLE && deeper) table_names(L, -1, name + ".", false, out);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+}  // namespace
+
+// The names Tab completes: the console state's globals (the built-ins among them),
+// one level into its tables, and the policy's parameter names.
+std::string ReplConsole::completions() {
+  lua_State* L = lua_.get();
+  std::vector<std::string> names;
+  lua_pushvalue(L, LUA_GLOBALSINDEX);
+  table_names(L, -1, "", true, names);
+  lua_pop(L, 1);
+  if (policy_) {
+    const nlohmann::json params = nlohmann::json::parse(policy_->params_json(), nullptr, false);
+    if (params.is_object())
+      for (const auto& [key, value] : params.items())
+        if (is_identifier(key.data(), key.size())) names.push_back(key);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  if (names.size() > kMaxCompletions) names.resize(kMaxCompletions);
+  std::string text(1, kCompletionRequest);
+  for (const std::string& n : names) text += n + "\n";
+  return text;
+}
+
 void ReplConsole::run_command(const Command& c) {
+  if (c.text.size() == 1 && c.text[0] == kCompletionRequest) {
+    reply(c.client, completions());
+    return;
+  }
   lua_State* L = lua_.get();
   client_ = c.client;
   output_.clear();
@@ -340,7 +400,8 @@ int ReplConsole::l_print(lua_State* L) {
 int ReplConsole::l_status(lua_State* L) {
   const ConsoleView& v = *self(L).view_;
   lua_createtable(L, 0, 8);
-  set_number(L, "iteration", static_cast<double>(v.iteration));
+  set_number(L, "iteration", static_cast<double>(v.iteration));  // the last completed (console.hpp)
+  set_number(L, "completed", static_cast<double>(v.iteration + 1));
   set_number(L, "total", static_cast<double>(v.total));
   set_number(L, "workers", v.workers);
   set_number(L, "global_batch", static_cast<double>(v.global_batch));

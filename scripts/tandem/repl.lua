@@ -78,7 +78,8 @@ workers()            every worker: rank, host, device, local batch, compute/comm
                      samples/s, straggler class (per-sample compute vs the median), memory
 plan()               the plan in force: local batches and sync mode
 history(n)           the last n iterations (default 10): step ms, loss, plan
-status()             iteration, workers, wall time, last test accuracy
+status()             the last iteration completed (as history() numbers it) and how many,
+                     workers, wall time, last test accuracy
 policy()             the running policy, its file, parameters and failures
 swap('boa')          hot-swap a policy (a name under scripts/policies/ or a path), as a
                      file change would: loaded, dry-run, then swapped in; the old stays on failure

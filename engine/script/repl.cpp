@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.hpp"
@@ -333,6 +334,11 @@ std::string ReplConsole::completions() {
     if (params.is_object())
       for (const auto& [key, value] : params.items())
         if (is_identifier(key.data(), key.size())) names.push_back(key);
+    std::istringstream lines(policy_->params_in_force());
+    for (std::string line; std::getline(lines, line);) {
+      const std::string key = line.substr(0, line.find('\t'));
+      if (is_identifier(key.data(), key.size())) names.push_back(key);
+    }
   }
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
@@ -465,6 +471,36 @@ int ReplConsole::l_history(lua_State* L) {
   return 1;
 }
 
+namespace {
+
+// Every parameter the policy's init() read, sorted: {name, value (as text),
+// default = true when it took its default}; then those given in policy.params that
+// it did not report (none, unless its worker died before reporting).
+void push_params_in_force(lua_State* L, const PolicyHost& policy) {
+  const nlohmann::json given = nlohmann::json::parse(policy.params_json(), nullptr, false);
+  std::map<std::string, std::pair<std::string, bool>> shown;  // name -> (value, default)
+  std::istringstream lines(policy.params_in_force());
+  for (std::string line; std::getline(lines, line);) {
+    const size_t tab = line.find('\t');
+    const std::string name = line.substr(0, tab);
+    if (tab != std::string::npos) shown[name] = {line.substr(tab + 1), true};
+  }
+  if (given.is_object())
+    for (const auto& [key, value] : given.items()) shown[key] = {value.dump(), false};
+  lua_createtable(L, static_cast<int>(shown.size()), 0);
+  int n = 0;
+  for (const auto& [name, value] : shown) {
+    lua_createtable(L, 0, 3);
+    set_string(L, "name", name);
+    set_string(L, "value", value.first);
+    lua_pushboolean(L, value.second);
+    lua_setfield(L, -2, "default");
+    lua_rawseti(L, -2, ++n);
+  }
+}
+
+}  // namespace
+
 int ReplConsole::l_policy(lua_State* L) {
   ReplConsole& r = self(L);
   if (!r.policy_) {
@@ -475,7 +511,8 @@ int ReplConsole::l_policy(lua_State* L) {
   lua_createtable(L, 0, 8);
   set_string(L, "name", r.policy_->policy_name());
   set_string(L, "file", r.policy_->policy_file());
-  set_string(L, "params", r.policy_->params_json());
+  push_params_in_force(L, *r.policy_);
+  lua_setfield(L, -2, "params");
   set_number(L, "failures", static_cast<double>(t.failures));
   set_number(L, "rejected", static_cast<double>(t.rejected));
   set_number(L, "swaps", static_cast<double>(t.swaps));

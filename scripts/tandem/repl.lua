@@ -120,7 +120,17 @@ function M.install(engine)
     local p = engine.policy()
     if not p then print('no policy: the plan stays as the experiment set it') return end
     print(('%s (%s)%s'):format(p.name, p.file, p.disabled and ' DISABLED after failures' or ''))
-    print('params: ' .. p.params)
+    if #p.params == 0 then
+      print('params: none')
+    else
+      print('params (as in force; "default" where policy.params does not set it):')
+      local width, value_width = 0, 0
+      for _, q in ipairs(p.params) do width, value_width = math.max(width, #q.name), math.max(value_width, #q.value) end
+      for _, q in ipairs(p.params) do
+        local line = ('  %s = %s%s'):format(pad(q.name, width), pad(q.value, value_width), q.default and '  (default)' or '')
+        print((line:gsub('%s+$', '')))
+      end
+    end
     print(('failures %d, rejected plans %d, swaps %d'):format(p.failures, p.rejected, p.swaps))
   end
   function swap(name)

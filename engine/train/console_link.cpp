@@ -79,7 +79,7 @@ bool ConsoleLink::apply(Control& c, int64_t done, const Plan& plan, Timeline& ti
     e.to = n > 0 ? done + n : std::numeric_limits<int64_t>::max();
     emulator_.add_event(e);
     if (lead)
-      spdlog::info("console: worker {} at {}x speed from iteration {}{}", e.worker, e.speed, e.from,
+      spdlog::info("console: worker {} at {:g}x speed from iteration {}{}", e.worker, e.speed, e.from,
                    n > 0 ? fmt::format(" for {} iterations", n) : std::string());
   }
   if (!c.pause) return false;

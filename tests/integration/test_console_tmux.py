@@ -75,8 +75,8 @@ def check_screen(lines, typed):
     if not prompts or prompts[-1].rstrip() != ("tandem> " + typed).rstrip():
         fail(f"the prompt line should read {'tandem> ' + typed!r}; the screen:\n" + "\n".join(lines))
     last = [line for line in lines if line.strip()][-1]
-    if last is not prompts[-1] and last != prompts[-1]:
-        fail(f"the prompt is not the last line on the screen:\n" + "\n".join(lines))
+    if last != prompts[-1]:
+        fail("the prompt is not the last line on the screen:\n" + "\n".join(lines))
 
 
 def scenario(workers):

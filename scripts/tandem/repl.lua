@@ -91,7 +91,8 @@ checkpoint()         write a checkpoint at this boundary (kept with the periodic
 stop()               end the run after this iteration, summary written
 help()               this list
 Any other line is Lua, run at the next iteration boundary; expressions print their value.
-Ctrl-D detaches; the run goes on.]]
+Tab completes names; Ctrl-C clears the line (stop() stops the run); Ctrl-D on an empty
+line detaches, and the run goes on.]]
 
 function M.install(engine)
   function workers()

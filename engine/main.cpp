@@ -31,6 +31,7 @@
 #include "engine/dist/nccl_comm.hpp"
 #include "engine/script/repl.hpp"
 #include "engine/script/repl_client.hpp"
+#include "engine/script/console_screen.hpp"
 #include "engine/train/record/run_dir.hpp"
 #include "engine/train/checkpoint/file.hpp"
 #include <nlohmann/json.hpp>
@@ -297,6 +298,7 @@ int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>&
     const std::vector<tandem::HostSlots> hosts = tandem::job_hosts(cfg.hostfile, cfg.hosts);
     const bool across_hosts = !hosts.empty() && !run_dir.empty();  // where mpirun may outlive an abort
     if (across_hosts) tandem::note_aborts_in(run_dir);
+    if (!repl_dir.empty()) tandem::capture_output_for_console();  // mpirun's output comes through the prompt
     const int child = launcher.start(static_cast<int>(cfg.workers), rank_args, hosts);
     if (!repl_dir.empty()) tandem::attach_console(repl_dir, [&] { return launcher.running(child); });
     status = across_hosts ? tandem::wait_job(launcher, child, run_dir) : launcher.wait(child);

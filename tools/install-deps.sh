@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev zlib1g-dev libreadline-dev libseccomp-dev
   python3 python3-matplotlib
   iproute2 slurm-wlm munge  # the tests across hosts (network namespaces) and under a one-machine Slurm
+  tmux  # the console test that reads the screen (integration.console_tmux)
   dataset-fashion-mnist fortunes
   "$@"
 )

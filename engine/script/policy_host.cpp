@@ -97,6 +97,7 @@ PolicyHost::PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster)
   try {
     worker_ = std::make_unique<PolicyProcess>(cfg_.file, limits_);
     worker_->init(cluster_);
+    params_in_force_ = worker_->params_in_force();
   } catch (const PolicyFailure& f) {
     TANDEM_FAIL_HINT("fix the policy file, or leave policy.file unset to train with plan.kind",
                      "policy ", cfg_.file, " failed to start (", f.kind_name(), "): ", f.what());
@@ -228,6 +229,11 @@ std::string PolicyHost::policy_file() const {
 std::string PolicyHost::params_json() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cluster_.params_json;
+}
+
+std::string PolicyHost::params_in_force() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return params_in_force_;
 }
 
 void PolicyHost::submit(int64_t iteration, const std::vector<WorkerStats>& stats, const ClusterStats& cluster) {
@@ -489,6 +495,7 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
     name_ = worker_->name();
     cfg_.file = path;
     cluster_.params_json = cluster.params_json;
+    params_in_force_ = worker_->params_in_force();
     ++totals_.swaps;
   }
   file_mtime_ns_ = 0;

@@ -85,6 +85,9 @@ public:
   // The round trip to the worker on top of the budget that collect() waits.
   static constexpr double kCollectGraceMs = 10.0;
   std::string params_json() const;  // the policy's cluster.params, as JSON
+  // The parameters the policy's init() read, one a line: "name" when given in
+  // params_json, "name<TAB>default" when it took its default (PolicyProcess's).
+  std::string params_in_force() const;
 
   // What has happened to the policies so far (the run's summary counts the
   // trace's decisions instead; these are for a caller holding the host).
@@ -141,6 +144,7 @@ private:
   };
   std::vector<SwapRequest> swaps_;
   std::string name_;
+  std::string params_in_force_;  // under mu_
   Totals totals_;
   std::thread thread_;
 };

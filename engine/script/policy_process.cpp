@@ -232,7 +232,9 @@ void PolicyProcess::open_stats_region() {
 void PolicyProcess::init(const PolicyCluster& cluster) {
   WireWriter w;
   put_cluster(w, cluster);
-  request(PolicyOp::init, w.bytes(), "init(cluster)", 0.0);
+  const std::string body = request(PolicyOp::init, w.bytes(), "init(cluster)", 0.0);
+  WireReader r(body);
+  params_in_force_ = r.get_string("init.params_in_force");
 }
 
 PolicyAnswer PolicyProcess::step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,

@@ -37,6 +37,8 @@ public:
   PolicyProcess& operator=(const PolicyProcess&) = delete;
 
   void init(const PolicyCluster& cluster);
+  // After init(): the parameters it read (PolicySandbox::params_in_force).
+  const std::string& params_in_force() const { return params_in_force_; }
   PolicyAnswer step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
                     const ClusterStats& cluster = ClusterStats{});
   void observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
@@ -70,6 +72,7 @@ private:
   static int high_fd(int fd);
 
   std::string path_, name_, confinement_;
+  std::string params_in_force_;
   PolicyLimits limits_;
   pid_t pid_ = -1;
   int fd_ = -1;

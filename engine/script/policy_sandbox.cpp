@@ -94,6 +94,85 @@ int params_unread(lua_State* L) {
   return 2;
 }
 
+// A default as policy() shows it: numbers, booleans and short strings as Lua writes
+// them; anything else by its type (the policy's own process made it: untrusted).
+std::string shown_default(lua_State* L, int index) {
+  switch (lua_type(L, index)) {
+    case LUA_TNONE:
+    case LUA_TNIL: return "none";
+    case LUA_TBOOLEAN: return lua_toboolean(L, index) ? "true" : "false";
+    case LUA_TNUMBER: {
+      char s[32];
+      std::snprintf(s, sizeof s, "%.14g", lua_tonumber(L, index));
+      return s;
+    }
+    case LUA_TSTRING: {
+      size_t n = 0;
+      const char* s = lua_tolstring(L, index, &n);
+      return "'" + std::string(s, std::min<size_t>(n, 80)) + (n > 80 ? "...'" : "'");
+    }
+    default: return std::string("(a ") + lua_typename(L, lua_type(L, index)) + ")";
+  }
+}
+
+// After init(): the parameters it read, one a line, sorted by the host: "name" for
+// one policy.params gives, "name<TAB>default" for one that took its default (from
+// tandem.policy_util's defaults_taken; "unknown" when the policy read it without
+// it).
+int list_params_in_force(lua_State* L) {
+  return lua_guard(L, [&] {
+    lua_getfield(L, LUA_REGISTRYINDEX, kParamsRaw);   // 1
+    lua_getfield(L, LUA_REGISTRYINDEX, kParamsRead);  // 2
+    // The module as the policy's require gives it (the whitelist's require keeps
+    // its own table of loaded modules); this runs in the policy's process, under
+    // its budget, so a policy that replaced require only misreports its defaults.
+    lua_getglobal(L, "require");                      // 3
+    lua_pushnil(L);                                   // 4: defaults_taken
+    if (lua_isfunction(L, 3)) {
+      lua_pushvalue(L, 3);
+      lua_pushliteral(L, "tandem.policy_util");
+      lua_call(L, 1, 1);
+      if (lua_istable(L, -1)) {
+        lua_pushliteral(L, "defaults_taken");
+        lua_rawget(L, -2);
+        lua_replace(L, 4);
+      }
+      lua_settop(L, 4);
+    }
+    std::string out;
+    if (lua_istable(L, 1) && lua_istable(L, 2)) {
+      lua_pushnil(L);
+      while (lua_next(L, 2) && out.size() < 64 * 1024) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue;
+        const std::string key = lua_tostring(L, -1);
+        lua_pushvalue(L, -1);
+        lua_rawget(L, 1);
+        const bool given = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        out += key.substr(0, 64);
+        if (!given) {
+          std::string shown = "unknown";
+          if (lua_istable(L, 4)) {
+            lua_pushvalue(L, -1);
+            lua_rawget(L, 4);
+            if (lua_istable(L, -1)) {
+              lua_rawgeti(L, -1, 1);
+              shown = shown_default(L, -1);
+              lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+          }
+          out += "\t" + shown;
+        }
+        out += "\n";
+      }
+    }
+    lua_pushlstring(L, out.data(), out.size());
+    return 1;
+  });
+}
+
 // Builds cluster (the only argument of init); run as a protected C function, since
 // every allocation may meet the memory cap.
 int build_cluster(lua_State* L) {
@@ -286,6 +365,9 @@ void PolicySandbox::init(const PolicyCluster& cluster) {
                                                                 : "its parameters are " + read +
                                                                       " (the header of " + path_ + " documents them)"));
   }
+  lua_pushcfunction(L_, list_params_in_force);
+  call(nullptr, 0, 1, "listing the parameters of policy " + path_);
+  params_in_force_ = lua_isstring(L_, -1) ? lua_tostring(L_, -1) : "";
 }
 
 void PolicySandbox::observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,

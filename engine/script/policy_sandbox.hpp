@@ -61,6 +61,9 @@ public:
   PolicySandbox& operator=(const PolicySandbox&) = delete;
 
   void init(const PolicyCluster& cluster);
+  // After init(): the parameters it read, one a line: "name" when policy.params
+  // gives it, "name<TAB>default" when it took its default (the console's policy()).
+  const std::string& params_in_force() const { return params_in_force_; }
   // step(stats) for iteration `iteration`'s stats (by rank), after appending them
   // to the history window. Throws PolicyFailure; a plan-shaped answer comes back
   // unvalidated against bounds (the host checks those).
@@ -96,6 +99,7 @@ private:
   void read_sync(int ans, const Garbage& garbage, SyncPlan& sync);
 
   std::string path_;
+  std::string params_in_force_;
   PolicyLimits limits_;
   std::unique_ptr<CappedState> state_;
   lua_State* L_ = nullptr;  // state_'s

@@ -54,6 +54,7 @@ void Worker::serve(PolicyOp op, WireReader& in, WireWriter& out) {
     }
     case PolicyOp::init:
       loaded().init(get_cluster(in));
+      out.put_string(loaded().params_in_force());
       return;
     case PolicyOp::step:
     case PolicyOp::observe: {

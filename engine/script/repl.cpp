@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.hpp"
@@ -235,9 +237,11 @@ void ReplConsole::drop_client(int client, const std::string& last_words) {
 
 // Under mu_.
 std::string ReplConsole::status() const {
-  if (iteration_ < 0) return "starting";
-  return "iteration " + std::to_string(iteration_) + " of " + std::to_string(total_) + ", " +
-         std::to_string(workers_) + " worker(s)" + (paused_ ? ", paused" : "");
+  if (!served_) return "starting";
+  const std::string done = iteration_ < 0 ? "no iteration done yet (" + std::to_string(total_) + " to run)"
+                                          : "iteration " + std::to_string(iteration_) + " done (" +
+                                                std::to_string(iteration_ + 1) + " of " + std::to_string(total_) + ")";
+  return done + ", " + std::to_string(workers_) + " worker(s)" + (paused_ ? ", paused" : "");
 }
 
 void ReplConsole::reply(int client, const std::string& text) {
@@ -250,6 +254,7 @@ void ReplConsole::serve(const ConsoleView& view, ConsoleRequests& requests) {
   std::deque<Command> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    served_ = true;
     iteration_ = view.iteration;
     total_ = view.total;
     workers_ = view.workers;
@@ -286,7 +291,68 @@ void ReplConsole::answer_swaps() {
   }
 }
 
+namespace {
+
+bool is_identifier(const char* s, size_t n) {
+  if (n == 0 || n > 64 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isalnum(static_cast<unsigned char>(s[i])) && s[i] != '_') return false;
+  return true;
+}
+
+// The string keys of the table at `index` (raw reads: no metamethod runs), each with
+// "(" when a function and "." when a table, after `prefix`; one level into tables
+// when `deeper`.
+void table_names(lua_State* L, int index, const std::string& prefix, bool deeper, std::vector<std::string>& out) {
+  index = index < 0 ? lua_gettop(L) + index + 1 : index;
+  lua_pushnil(L);
+  while (lua_next(L, index) && out.size() < kMaxCompletions) {
+    size_t n = 0;
+    const char* k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : nullptr;
+    if (k && is_identifier(k, n)) {
+      const std::string name = prefix + std::string(k, n);
+      const int type = lua_type(L, -1);
+      out.push_back(name + (type == LUA_TFUNCTION ? "(" : type == LUA_TTABLE && deeper ? "." : ""));
+      if (type == LUA_TTABLE && deeper) table_names(L, -1, name + ".", false, out);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+}  // namespace
+
+// The names Tab completes: the console state's globals (the built-ins among them),
+// one level into its tables, and the policy's parameter names.
+std::string ReplConsole::completions() {
+  lua_State* L = lua_.get();
+  std::vector<std::string> names;
+  lua_pushvalue(L, LUA_GLOBALSINDEX);
+  table_names(L, -1, "", true, names);
+  lua_pop(L, 1);
+  if (policy_) {
+    const nlohmann::json params = nlohmann::json::parse(policy_->params_json(), nullptr, false);
+    if (params.is_object())
+      for (const auto& [key, value] : params.items())
+        if (is_identifier(key.data(), key.size())) names.push_back(key);
+    std::istringstream lines(policy_->params_in_force());
+    for (std::string line; std::getline(lines, line);) {
+      const std::string key = line.substr(0, line.find('\t'));
+      if (is_identifier(key.data(), key.size())) names.push_back(key);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  if (names.size() > kMaxCompletions) names.resize(kMaxCompletions);
+  std::string text(1, kCompletionRequest);
+  for (const std::string& n : names) text += n + "\n";
+  return text;
+}
+
 void ReplConsole::run_command(const Command& c) {
+  if (c.text.size() == 1 && c.text[0] == kCompletionRequest) {
+    reply(c.client, completions());
+    return;
+  }
   lua_State* L = lua_.get();
   client_ = c.client;
   output_.clear();
@@ -340,7 +406,8 @@ int ReplConsole::l_print(lua_State* L) {
 int ReplConsole::l_status(lua_State* L) {
   const ConsoleView& v = *self(L).view_;
   lua_createtable(L, 0, 8);
-  set_number(L, "iteration", static_cast<double>(v.iteration));
+  set_number(L, "iteration", static_cast<double>(v.iteration));  // the last completed (console.hpp)
+  set_number(L, "completed", static_cast<double>(v.iteration + 1));
   set_number(L, "total", static_cast<double>(v.total));
   set_number(L, "workers", v.workers);
   set_number(L, "global_batch", static_cast<double>(v.global_batch));
@@ -404,6 +471,36 @@ int ReplConsole::l_history(lua_State* L) {
   return 1;
 }
 
+namespace {
+
+// Every parameter the policy's init() read, sorted: {name, value (as text),
+// default = true when it took its default}; then those given in policy.params that
+// it did not report (none, unless its worker died before reporting).
+void push_params_in_force(lua_State* L, const PolicyHost& policy) {
+  const nlohmann::json given = nlohmann::json::parse(policy.params_json(), nullptr, false);
+  std::map<std::string, std::pair<std::string, bool>> shown;  // name -> (value, default)
+  std::istringstream lines(policy.params_in_force());
+  for (std::string line; std::getline(lines, line);) {
+    const size_t tab = line.find('\t');
+    const std::string name = line.substr(0, tab);
+    if (tab != std::string::npos) shown[name] = {line.substr(tab + 1), true};
+  }
+  if (given.is_object())
+    for (const auto& [key, value] : given.items()) shown[key] = {value.dump(), false};
+  lua_createtable(L, static_cast<int>(shown.size()), 0);
+  int n = 0;
+  for (const auto& [name, value] : shown) {
+    lua_createtable(L, 0, 3);
+    set_string(L, "name", name);
+    set_string(L, "value", value.first);
+    lua_pushboolean(L, value.second);
+    lua_setfield(L, -2, "default");
+    lua_rawseti(L, -2, ++n);
+  }
+}
+
+}  // namespace
+
 int ReplConsole::l_policy(lua_State* L) {
   ReplConsole& r = self(L);
   if (!r.policy_) {
@@ -414,7 +511,8 @@ int ReplConsole::l_policy(lua_State* L) {
   lua_createtable(L, 0, 8);
   set_string(L, "name", r.policy_->policy_name());
   set_string(L, "file", r.policy_->policy_file());
-  set_string(L, "params", r.policy_->params_json());
+  push_params_in_force(L, *r.policy_);
+  lua_setfield(L, -2, "params");
   set_number(L, "failures", static_cast<double>(t.failures));
   set_number(L, "rejected", static_cast<double>(t.rejected));
   set_number(L, "swaps", static_cast<double>(t.swaps));

@@ -16,6 +16,10 @@
 //
 // Protocol: the client sends one line per command; every answer (and the greeting)
 // ends with a NUL byte. When the run ends the server sends its last words and closes.
+// A line that is kCompletionRequest alone asks for the names Tab completes: the
+// answer is that byte, then one name a line (the console's globals, functions with
+// "(", one level into its tables, and the policy's parameter names), at most
+// kMaxCompletions of them.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -31,6 +35,9 @@
 #include "engine/train/console.hpp"
 
 namespace tandem {
+
+constexpr char kCompletionRequest = '\x01';
+constexpr size_t kMaxCompletions = 4096;
 
 // A connected socket to the console at socket_path (run_dir/repl.sock), or -1.
 int connect_console(const std::string& socket_path);
@@ -72,6 +79,7 @@ private:
   void run_command(const Command& c);
   void reply(int client, const std::string& text);
   void answer_swaps();
+  std::string completions();
   // The engine table's functions (Lua C functions; the console is their upvalue).
   static int l_workers(lua_State* L);
   static int l_columns(lua_State* L);
@@ -100,6 +108,7 @@ private:
   std::vector<int> clients_;
   // The greeting's state (the last boundary's), formatted only when a client attaches.
   std::string status() const;
+  bool served_ = false;  // a boundary has come
   int64_t iteration_ = -1, total_ = 0;
   int workers_ = 0;
   bool paused_ = false;

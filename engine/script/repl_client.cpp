@@ -1,7 +1,6 @@
 #include "engine/script/repl_client.hpp"
 
 #include <poll.h>
-#include <readline/history.h>
 #include <readline/readline.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,31 +12,51 @@
 #include <string>
 #include <thread>
 
+#include "engine/script/console_prompt.hpp"
+#include "engine/script/console_screen.hpp"
 #include "engine/script/repl.hpp"
 
 namespace tandem {
 
 namespace {
 
+const char* const kPrompt = "tandem> ";
+
 // The readline callback has no user data: the client's state lives here (one client
 // per process).
 struct Client {
   int fd = -1;
+  FILE* out = stdout;    // the terminal (stdout may be the captured job output)
   bool waiting = false;  // a command was sent, its answer not yet complete
   bool done = false;
   std::string pending;   // answer bytes not yet printed
+  int log_fd = -1;       // the job's captured output, printed above the prompt
+  std::string log;       // its bytes not yet printed (an unfinished line)
 } g;
 
+void ask_completions() {
+  const std::string request = std::string(1, kCompletionRequest) + "\n";
+  if (::send(g.fd, request.data(), request.size(), MSG_NOSIGNAL) < 0) g.done = true;
+}
+
+// Takes the prompt and the line off the screen (Ctrl-D, the run's end), so that no
+// dead prompt stays there.
+void erase_prompt() {
+  rl_set_prompt("");
+  rl_replace_line("", 0);
+  rl_redisplay();
+}
+
 void on_line(char* line) {
-  if (!line) {  // Ctrl-D: detach
+  if (!line) {  // the end of input that is not a terminal (a terminal's Ctrl-D: prompt_setup)
     g.done = true;
-    std::printf("\n[detached; the run goes on]\n");
+    erase_prompt();
     return;
   }
   std::string text(line);
   std::free(line);
   if (text.find_first_not_of(" \t") == std::string::npos) return;
-  add_history(text.c_str());
+  prompt_remember(text);
   text += '\n';
   if (::send(g.fd, text.data(), text.size(), MSG_NOSIGNAL) < 0) {
     g.done = true;
@@ -58,51 +77,105 @@ bool read_server() {
   if (n <= 0) return false;
   g.pending.append(buf, static_cast<size_t>(n));
   for (size_t z; (z = g.pending.find('\0')) != std::string::npos;) {
-    const bool unasked = !g.waiting;  // a late answer (a swap's result) while at the prompt
-    if (unasked) std::fputs("\n", stdout);
-    std::fwrite(g.pending.data(), 1, z, stdout);
-    std::fflush(stdout);
+    const std::string answer = g.pending.substr(0, z);
     g.pending.erase(0, z + 1);
-    if (g.waiting || unasked) {
-      g.waiting = false;
-      rl_set_prompt("tandem> ");
-      rl_on_new_line();
-      rl_redisplay();
+    if (!answer.empty() && answer[0] == kCompletionRequest) {  // the names Tab completes
+      prompt_set_completions(answer.substr(1));
+      continue;
     }
+    if (!g.waiting) {  // a late answer (a swap's result) while at the prompt
+      prompt_print_above(answer, true);
+      continue;
+    }
+    std::fwrite(answer.data(), 1, answer.size(), g.out);
+    std::fflush(g.out);
+    g.waiting = false;
+    ask_completions();  // the command may have made globals
+    rl_set_prompt(kPrompt);
+    rl_on_new_line();
+    rl_redisplay();
   }
   return true;
 }
 
-}  // namespace
-
-int attach_console(const std::string& run_dir, const std::function<bool()>& job_alive) {
-  const std::string path = run_dir + "/repl.sock";
-  for (;;) {
-    if (std::filesystem::exists(path) && (g.fd = connect_console(path)) >= 0) break;
-    if (!job_alive || !job_alive()) {
-      std::fprintf(stderr, "tandem attach: no console at %s (is the run still going, and is it yours?)\n", path.c_str());
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+// The job's output: whole lines above the prompt (a line that never ends is shown
+// in pieces of 4 KB). Stops reading at the pipe's end.
+void read_log() {
+  char buf[16384];
+  const ssize_t n = ::read(g.log_fd, buf, sizeof buf);
+  if (n <= 0) {
+    g.log_fd = -1;
+    if (!g.log.empty()) prompt_print_above(g.log + "\n", true);
+    g.log.clear();
+    return;
   }
+  g.log.append(buf, static_cast<size_t>(n));
+  const size_t nl = g.log.rfind('\n');
+  size_t cut = nl == std::string::npos ? 0 : nl + 1;
+  if (cut == 0 && g.log.size() >= 4096) cut = g.log.size();
+  if (cut == 0) return;
+  prompt_print_above(g.log.substr(0, cut), true);
+  g.log.erase(0, cut);
+}
+
+void run_prompt() {
   g.waiting = true;  // the greeting
   rl_callback_handler_install("", on_line);
   bool open = true;
   while (!g.done) {
-    pollfd polls[2] = {{g.fd, POLLIN, 0}, {STDIN_FILENO, static_cast<short>(g.waiting ? 0 : POLLIN), 0}};
-    if (::poll(polls, 2, 200) < 0) continue;
+    pollfd polls[3] = {{g.fd, POLLIN, 0},
+                       {STDIN_FILENO, static_cast<short>(g.waiting ? 0 : POLLIN), 0},
+                       {g.log_fd, POLLIN, 0}};
+    if (::poll(polls, g.log_fd >= 0 ? 3 : 2, 200) < 0) continue;
+    if (g.log_fd >= 0 && (polls[2].revents & (POLLIN | POLLHUP))) read_log();
     if (polls[0].revents & (POLLIN | POLLHUP)) {
       if (!read_server()) {
         open = false;
-        if (!g.pending.empty()) std::fwrite(g.pending.data(), 1, g.pending.size(), stdout);
+        erase_prompt();
+        if (!g.pending.empty()) std::fwrite(g.pending.data(), 1, g.pending.size(), g.out);
         break;
       }
     }
     if (!g.waiting && (polls[1].revents & (POLLIN | POLLHUP))) rl_callback_read_char();
   }
   rl_callback_handler_remove();
+  if (!g.log.empty()) std::fwrite(g.log.data(), 1, g.log.size(), g.out);
+  if (open)
+    std::fprintf(g.out, "[detached; the run goes on%s]\n",
+                 g.log_fd >= 0 ? ": its log follows here; Ctrl-C stops it, tandem attach RUN_DIR opens a prompt again"
+                               : "");
+  else
+    std::fputs("\n[the run's console closed]\n", g.out);
+  std::fflush(g.out);
+}
+
+}  // namespace
+
+int attach_console(const std::string& run_dir, const std::function<bool()>& job_alive) {
+  const std::string path = run_dir + "/repl.sock";
+  // tandem run --repl: the job's log comes through the prompt (a job of several
+  // workers had it taken before mpirun started; one worker's is taken here).
+  if (job_alive) capture_output_for_console();
+  for (;;) {
+    if (std::filesystem::exists(path) && (g.fd = connect_console(path)) >= 0) break;
+    if (!job_alive || !job_alive()) {
+      release_captured_output();
+      std::fprintf(stderr, "tandem attach: no console at %s (is the run still going, and is it yours?)\n", path.c_str());
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  g.log_fd = captured_output_fd();
+  const int out_fd = ::dup(terminal_fd());
+  g.out = out_fd >= 0 ? ::fdopen(out_fd, "w") : nullptr;
+  if (!g.out) g.out = stdout;
+  prompt_setup(g.out, [] { g.done = true; });  // the names to complete are asked for after the greeting
+  run_prompt();
   ::close(g.fd);
-  if (!open) std::printf("\n[the run's console closed]\n");
+  release_captured_output();
+  rl_outstream = stdout;
+  if (g.out != stdout) std::fclose(g.out);
+  g.out = stdout;
   return 0;
 }
 

@@ -28,7 +28,11 @@ struct HistoryRow {
 };
 
 struct ConsoleView {
-  int64_t iteration = 0, total = 0, global_batch = 0;
+  // The last iteration completed, numbered as history() and the trace number them
+  // (from 0; -1 before the first): status(), the greeting and the pause message
+  // all say this one.
+  int64_t iteration = -1;
+  int64_t total = 0, global_batch = 0;
   int workers = 0;
   double wall_s = 0.0, test_accuracy = -1.0;
   const Plan* plan = nullptr;

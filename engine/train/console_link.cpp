@@ -32,7 +32,7 @@ ConsoleView ConsoleLink::view(int64_t iteration, const Plan& plan, double wall_s
 void ConsoleLink::serve(int64_t t, const Plan& plan, double wall_s, double test_accuracy) {
   asked_ = ConsoleRequests{};
   if (!console_) return;
-  console_->serve(view(t, plan, wall_s, test_accuracy, false), asked_);
+  console_->serve(view(t - 1, plan, wall_s, test_accuracy, false), asked_);
   stopped_ = stopped_ || asked_.stop;
 }
 
@@ -87,7 +87,7 @@ bool ConsoleLink::apply(Control& c, int64_t done, const Plan& plan, Timeline& ti
   // word with no deadline: a paused run may sit for hours.
   float word[2] = {0.0f, 0.0f};
   if (lead) {
-    spdlog::info("console: paused after iteration {}", done);
+    spdlog::info("console: paused after iteration {} ({} completed)", done - 1, done);
     ConsoleRequests rq;
     console_->serve_paused(view(done - 1, plan, wall_s, test_accuracy, true), rq);
     word[0] = rq.stop ? 1.0f : 0.0f;

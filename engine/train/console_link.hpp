@@ -26,7 +26,8 @@ public:
               int64_t targets_per_sample);
   bool active() const { return console_ != nullptr; }
 
-  // Rank 0, at the boundary before iteration t: runs the commands since the last.
+  // Rank 0, at the boundary before iteration t (t - 1 the last completed): runs the
+  // commands since the last.
   void serve(int64_t t, const Plan& plan, double wall_s, double test_accuracy);
   // Rank 0: what the commands asked, into the control it sends.
   void write(Control& c);

@@ -18,6 +18,17 @@ local perf_model = require 'tandem.perf_model'
 
 local U = {}
 
+-- The defaults init() took, by parameter name, each as { default } (an empty table
+-- for a parameter with no default value): the sandbox reads them after init() so
+-- the console's policy() can show every parameter in force, defaults marked.
+-- read_cluster starts it afresh.
+U.defaults_taken = {}
+
+local function took_default(key, default)
+  U.defaults_taken[key] = { default }
+  return default
+end
+
 local floor, huge = math.floor, math.huge
 
 local function is_int(v) return type(v) == 'number' and v == floor(v) and v > -huge and v < huge end
@@ -62,6 +73,7 @@ function U.read_cluster(cluster, who)
     error(string.format('%s: global_batch %d cannot be split within the bounds (sum of min_batch %d, of max_batch %d)',
                         who, B, sum_lo, sum_hi), 2)
   end
+  U.defaults_taken = {}
   local params = cluster.params
   if params ~= nil and type(params) ~= 'table' then
     error(who .. ': cluster.params must be a table, got ' .. type(params), 2)
@@ -80,6 +92,7 @@ end
 -- stop using a worker.
 function U.solve_minima(c, who)
   local allow_drop = c.params.allow_drop
+  if allow_drop == nil then took_default('allow_drop', false) end
   if allow_drop ~= nil and type(allow_drop) ~= 'boolean' then
     error(who .. ': params.allow_drop must be true or false, got ' .. tostring(allow_drop), 2)
   end
@@ -98,6 +111,7 @@ end
 -- device name), else a linear model over a sliding window.
 function U.time_models(c, window, who)
   local profile = c.params.profile
+  if profile == nil then took_default('profile', nil) end
   if profile ~= nil and type(profile) ~= 'table' then
     error(who .. ': params.profile must be a table of warm-up profiles, by worker or by device name', 2)
   end
@@ -162,6 +176,7 @@ end
 -- params.solver checked against tandem.minmax's methods (nil: its default).
 function U.solver(params, who)
   local s = params.solver
+  if s == nil then took_default('solver', nil) end
   if s ~= nil and s ~= 'lp' and s ~= 'bisect' and s ~= 'milp' and s ~= 'greedy' then
     error(who .. ": params.solver must be 'lp', 'bisect', 'milp' or 'greedy', got " .. tostring(s), 2)
   end
@@ -171,7 +186,7 @@ end
 -- params[key] as a number within [min, max], or the default when absent.
 function U.param(params, key, default, min, max, who)
   local v = params[key]
-  if v == nil then return default end
+  if v == nil then return took_default(key, default) end
   if type(v) ~= 'number' or v ~= v or (min and v < min) or (max and v > max) then
     error(string.format('%s: params.%s must be a number in [%s, %s], got %s', who, key, tostring(min or -huge),
                         tostring(max or huge), tostring(v)), 2)

@@ -78,7 +78,8 @@ workers()            every worker: rank, host, device, local batch, compute/comm
                      samples/s, straggler class (per-sample compute vs the median), memory
 plan()               the plan in force: local batches and sync mode
 history(n)           the last n iterations (default 10): step ms, loss, plan
-status()             iteration, workers, wall time, last test accuracy
+status()             the last iteration completed (as history() numbers it) and how many,
+                     workers, wall time, last test accuracy
 policy()             the running policy, its file, parameters and failures
 swap('boa')          hot-swap a policy (a name under scripts/policies/ or a path), as a
                      file change would: loaded, dry-run, then swapped in; the old stays on failure
@@ -90,7 +91,8 @@ checkpoint()         write a checkpoint at this boundary (kept with the periodic
 stop()               end the run after this iteration, summary written
 help()               this list
 Any other line is Lua, run at the next iteration boundary; expressions print their value.
-Ctrl-D detaches; the run goes on.]]
+Tab completes names; Ctrl-C clears the line (stop() stops the run); Ctrl-D on an empty
+line detaches, and the run goes on.]]
 
 function M.install(engine)
   function workers()
@@ -119,7 +121,17 @@ function M.install(engine)
     local p = engine.policy()
     if not p then print('no policy: the plan stays as the experiment set it') return end
     print(('%s (%s)%s'):format(p.name, p.file, p.disabled and ' DISABLED after failures' or ''))
-    print('params: ' .. p.params)
+    if #p.params == 0 then
+      print('params: none')
+    else
+      print('params (as in force; "default" where policy.params does not set it):')
+      local width, value_width = 0, 0
+      for _, q in ipairs(p.params) do width, value_width = math.max(width, #q.name), math.max(value_width, #q.value) end
+      for _, q in ipairs(p.params) do
+        local line = ('  %s = %s%s'):format(pad(q.name, width), pad(q.value, value_width), q.default and '  (default)' or '')
+        print((line:gsub('%s+$', '')))
+      end
+    end
     print(('failures %d, rejected plans %d, swaps %d'):format(p.failures, p.rejected, p.swaps))
   end
   function swap(name)

@@ -3,8 +3,11 @@
 emulated at half speed), `tandem attach RUN_DIR` in a pseudo-terminal: read
 workers(), swap in the proportional policy, detach with Ctrl-D; a second client on
 the socket sees the plan change and stops the job, which ends normally with the
-swap and the new plan in its trace. Then `tandem run --repl` in a pseudo-terminal:
-the prompt answers and stop() ends the run.
+swap and the new plan in its trace. Then `tandem run --repl` in a pseudo-terminal, with
+one worker and with two (policy lbb): the prompt answers; Tab completes a built-in;
+Ctrl-C clears the line and the job goes on; pause() and status() name the same
+iteration; policy() shows lbb's parameters with their defaults; the history is
+written (owner-only) and the second session recalls the first's; stop() ends the run.
 
 usage: test_repl.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -12,6 +15,7 @@ import atexit
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -41,6 +45,8 @@ START_S = 240
 # script (a failed check, a time-out) ends them too, so that a failure leaves no job
 # running on to load the machine and write into the next attempt's run directory.
 STARTED = []
+# The prompt's history goes here, not into the home of whoever runs the tests.
+XDG = os.path.abspath(os.path.join(SCRATCH, "xdg"))
 
 
 @atexit.register
@@ -64,6 +70,7 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.environ["TERM"] = "dumb"
+            os.environ["XDG_DATA_HOME"] = XDG
             os.execv(argv[0], argv)
         STARTED.append(self.pid)  # pty.fork made it a session (and group) leader
         self.seen = ""
@@ -187,25 +194,122 @@ def attach_scenario():
     print("ok: attach, workers(), swap, detach; the plan changed, stop() ended the job normally")
 
 
-def repl_scenario(workers):
+def completed(term):
+    """status().completed, read at the prompt."""
+    term.send("status().completed\n")
+    m = re.search(r"(\d+)\s*$", term.expect("tandem> ").replace("tandem> ", "").strip())
+    if not m:
+        fail("status().completed printed no number")
+    return int(m.group(1))
+
+
+def recall_last_session(term):
+    """Up at the first prompt: the previous session's last command, from the history file."""
+    term.send("\x1b[A")
+    term.expect("stop()")
+    term.send("\x03")
+    term.expect("^C")
+    term.expect("tandem> ")
+
+
+def prompt_keys(term):
+    """Tab and Ctrl-C; the job goes on through them."""
+    term.send("wor\t")
+    term.expect("workers(")
+    term.send("\x03")  # Ctrl-C: the half-typed line goes, the job stays
+    term.expect("^C")
+    term.expect("tandem> ")  # the fresh prompt
+    term.send("'ab' .. 'cd'\n")
+    if "abcd" not in term.expect("tandem> "):
+        fail("after Ctrl-C the next line did not run on its own")
+    first = completed(term)
+    end = time.time() + START_S
+    while completed(term) <= first:
+        if time.time() > end:
+            fail("the job made no progress after Ctrl-C at the prompt")
+        time.sleep(0.1)
+
+
+def pause_agrees(term):
+    """pause()'s message and status() name the same iteration, the last completed."""
+    term.send("pause()\n")
+    m = re.search(r"paused after iteration (\d+) \((\d+) completed\)", term.expect("completed)", timeout=60))
+    if not m:
+        fail("pause() logged no 'paused after iteration N (M completed)'")
+    term.expect("tandem> ")
+    term.send("status().iteration .. ' ' .. status().completed .. ' ' .. tostring(status().paused)\n")
+    want = f"{m.group(1)} {m.group(2)} true"
+    if want not in term.expect("tandem> "):
+        fail(f"paused after iteration {m.group(1)}, but status() does not say {want!r}")
+    if int(m.group(2)) != int(m.group(1)) + 1:
+        fail(f"iteration {m.group(1)} is the last completed, so {int(m.group(1)) + 1} completed, not {m.group(2)}")
+    term.send("resume()\n")
+    term.expect("tandem> ")
+
+
+def lbb_params(term):
+    term.send("policy()\n")
+    text = term.expect("swaps")
+    for name, value in (("ft", "0.05"), ("rt", "0.3"), ("window", "20"), ("allow_drop", "false")):
+        if not re.search(rf"{name}\s+= {re.escape(value)}\s+\(default\)", text):
+            fail(f"policy() shows no {name} = {value} (default):\n{text}")
+    if not re.search(r"confirm\s+= 3\s*$", text, re.M):
+        fail(f"policy() does not show confirm = 3, set by policy.params:\n{text}")
+
+
+def history_file():
+    path = os.path.join(XDG, "tandem", "history")
+    if not os.path.exists(path):
+        fail(f"no history file at {path}")
+    mode = os.stat(path).st_mode & 0o777
+    if mode != 0o600:
+        fail(f"the history file is mode {oct(mode)}, not owner-only 0600")
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for want in ("'ab' .. 'cd'", "stop()"):
+        if want not in lines:
+            fail(f"the history file lacks {want!r}: {lines[-10:]}")
+
+
+def repl_scenario(workers, recall):
     """One worker: the prompt runs beside training in the same process; two: beside mpirun."""
     run_dir = os.path.join(SCRATCH, f"repl{workers}")
     shutil.rmtree(run_dir, ignore_errors=True)
-    term = Terminal([TANDEM, "run", EXPERIMENT, "--repl", "--workers", str(workers), "--out", run_dir] + COMMON)
+    policy = ["policy.file=lbb", "policy.params.confirm=3"] if workers > 1 else []
+    # Info lines (the pause message) through the prompt, but no progress lines.
+    quiet = ["log_level=info", "log_every=100000000"]
+    term = Terminal([TANDEM, "run", EXPERIMENT, "--repl", "--workers", str(workers), "--out", run_dir] + COMMON +
+                    policy + quiet)
     term.expect("tandem> ", timeout=START_S)
+    if recall:
+        recall_last_session(term)
     term.send("plan()\n")
-    term.expect("[128]" if workers == 1 else "[64, 64]")
+    shown = term.expect("tandem> ")
+    batches = re.search(r"\[([\d, ]+)\]", shown)
+    local = [int(b) for b in batches.group(1).split(",")] if batches else []
+    if len(local) != workers or sum(local) != 128:
+        fail(f"plan() shows no plan of {workers} local batches summing to 128:\n{shown}")
     term.send(f"status().workers == {workers}\n")
     term.expect("true")
+    term.expect("tandem> ")
+    prompt_keys(term)
+    pause_agrees(term)
+    if policy:
+        lbb_params(term)
+        term.expect("tandem> ")
     term.send("stop()\n")
     term.expect("run finished (console)")
     code = term.wait()
     if code != 0:
         fail(f"tandem run --repl exited {code}")
-    print(f"ok: run --repl with {workers} worker(s) answers at its prompt and stop() ends it")
+    history_file()
+    print(f"ok: run --repl with {workers} worker(s) answers at its prompt, completes, clears the line on Ctrl-C, "
+          f"{'recalls the last session, ' if recall else ''}agrees on the paused iteration"
+          f"{', shows lbb parameters' if policy else ''}; stop() ends it")
 
 
 os.makedirs(SCRATCH, exist_ok=True)
+shutil.rmtree(XDG, ignore_errors=True)
 attach_scenario()
-repl_scenario(1)
-repl_scenario(2)
+repl_scenario(1, recall=False)
+repl_scenario(2, recall=True)

@@ -63,7 +63,9 @@ std::vector<Command> make_commands() {
       {"attach", "RUN_DIR", "a Lua prompt into a running job",
        "A Lua prompt into a running job through the socket in its run directory (repl.sock):\n"
        "workers(), plan(), history(n), policy(), swap('boa'), set(key, value), emulate{...},\n"
-       "pause(), resume(), stop(); help() lists them. Ctrl-D detaches.",
+       "pause(), resume(), stop(); help() lists them. Tab completes names, Up recalls earlier\n"
+       "lines (kept in $XDG_DATA_HOME/tandem/history), Ctrl-C clears the line, Ctrl-D on an\n"
+       "empty line detaches (the job goes on; stop() ends it).",
        "run directory",
        false,
        {}},

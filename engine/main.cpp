@@ -410,7 +410,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   tandem::ExperimentConfig cfg = load();
   tandem::log::set_level(cfg.log_level);
   if (cfg.workers != comm->size() && comm->rank() == 0 && tandem::launched_by_mpi())
-    spdlog::warn("the experiment asks for {} worker(s) but mpirun started {}: training with {}", cfg.workers,
+    spdlog::warn("the experiment asks for {} but mpirun started {}: training with {}", tandem::log::counted(cfg.workers, "worker"),
                  comm->size(), comm->size());
   try {
     comm->set_timeout_s(cfg.collective_timeout_s);

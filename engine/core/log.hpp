@@ -27,4 +27,9 @@ void progress(const std::string& line, double fraction);
 // The bar, if one is shown, stays as the last line and the next output starts below.
 void end_progress();
 
+// "1 worker", "4 workers": a count with its noun, for messages (not "4 worker(s)").
+inline std::string counted(long long n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 }  // namespace tandem::log

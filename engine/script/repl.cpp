@@ -1,3 +1,4 @@
+#include "engine/core/log.hpp"
 #include "engine/script/repl.hpp"
 
 #include <fcntl.h>
@@ -241,7 +242,7 @@ std::string ReplConsole::status() const {
   const std::string done = iteration_ < 0 ? "no iteration done yet (" + std::to_string(total_) + " to run)"
                                           : "iteration " + std::to_string(iteration_) + " done (" +
                                                 std::to_string(iteration_ + 1) + " of " + std::to_string(total_) + ")";
-  return done + ", " + std::to_string(workers_) + " worker(s)" + (paused_ ? ", paused" : "");
+  return done + ", " + log::counted(workers_, "worker") + (paused_ ? ", paused" : "");
 }
 
 void ReplConsole::reply(int client, const std::string& text) {

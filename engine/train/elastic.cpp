@@ -15,6 +15,7 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/core/log.hpp"
 #include "engine/dist/abort_note.hpp"
 #include "engine/dist/host_probe.hpp"
 #include "engine/train/checkpoint/file.hpp"
@@ -238,10 +239,10 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     hosts = surviving_hosts(cfg, first_hosts, &down);
     workers = std::min(first_workers, total_slots(hosts));
     TANDEM_CHECK_HINT(workers >= cfg.elastic.min_workers && workers > 0, "bring the hosts up, or list others",
-                      "elastic: cannot start: ", workers, " worker(s) on the hosts that answer, elastic.min_workers = ",
+                      "elastic: cannot start: ", log::counted(workers, "worker"), " on the hosts that answer, elastic.min_workers = ",
                       cfg.elastic.min_workers, down);
     if (workers < first_workers) {
-      spdlog::warn("elastic: starting on {} worker(s) of {}{}", workers, first_workers, down);
+      spdlog::warn("elastic: starting on {} of {}{}", log::counted(workers, "worker"), first_workers, down);
       args.push_back("workers=" + std::to_string(workers));
       for (const std::string& o : per_slot_overrides(resolved, first_hosts, first_workers, hosts, workers))
         args.push_back(o);
@@ -274,7 +275,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
       next = with_returned(cfg, hosts, end.returned);
     } else {
       if (++failures > cfg.elastic.max_restarts) {
-        spdlog::error("elastic: {}; not restarted: elastic.max_restarts = {} restart(s) already made", cause,
+        spdlog::error("elastic: {}; not restarted: elastic.max_restarts = {}, all made", cause,
                       cfg.elastic.max_restarts);
         return end.status;
       }
@@ -282,7 +283,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     }
     const int next_workers = first_hosts.empty() ? first_workers : std::min(first_workers, total_slots(next));
     if (next_workers < cfg.elastic.min_workers) {
-      spdlog::error("elastic: {}; not restarted: {} worker(s) left, elastic.min_workers = {}", cause, next_workers,
+      spdlog::error("elastic: {}; not restarted: {} left, elastic.min_workers = {}", cause, log::counted(next_workers, "worker"),
                     cfg.elastic.min_workers);
       return end.status == 0 ? 1 : end.status;
     }
@@ -307,9 +308,10 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     append_line(run_dir + "/trace.jsonl", mark);
     restarts.push_back(mark);
     spdlog::warn("elastic: {}; restart {} ({} of at most {} after failures): resuming from the checkpoint at "
-                 "iteration {} on {} worker(s){} ({} iteration(s) since it run again)", cause, restarts.size(),
-                 failures, cfg.elastic.max_restarts, checkpoint, next_workers,
-                 next.empty() ? "" : " on " + host_list(next), mark["lost_iterations"].get<int64_t>());
+                 "iteration {} on {}{} ({} since it run again)", cause, restarts.size(), failures,
+                 cfg.elastic.max_restarts, checkpoint, log::counted(next_workers, "worker"),
+                 next.empty() ? "" : " on " + host_list(next),
+                 log::counted(mark["lost_iterations"].get<int64_t>(), "iteration"));
     args = {"--resume", run_dir, "workers=" + std::to_string(next_workers)};
     if (!first_hosts.empty())
       for (const std::string& o : per_slot_overrides(resolved, first_hosts, first_workers, next, next_workers))

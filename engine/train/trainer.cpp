@@ -271,7 +271,7 @@ void Trainer::resume() {
   if (same_cluster && rank_ == 0 && s.cluster_stats.size() == sizeof(ClusterStats))
     std::memcpy(&cluster_, s.cluster_stats.data(), sizeof cluster_);
   if (rank_ == 0 && !same_cluster)
-    spdlog::info("resumed on {} worker(s) (the checkpoint's run had {}): the plan starts again from {} ({}){}", world_,
+    spdlog::info("resumed on {} (the checkpoint's run had {}): the plan starts again from {} ({}){}", log::counted(world_, "worker"),
                  s.world, plan_.str(), cfg_.plan.kind,
                  cfg_.policy.file.empty() ? "" : "; the policy re-decides it for this cluster");
   if (rank_ == 0 && policy_ && !s.policy.empty()) restore_policy(s, same_cluster);

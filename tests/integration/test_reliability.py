@@ -249,7 +249,7 @@ for name, workers, fault, names in [
 
 # 3. Continue with the workers that are left: kill_allreduce lost rank 2 of 3.
 out, _ = tandem(["run", "--resume", os.path.join(SCRATCH, "kill_allreduce"), "--workers", "2"], expect_ok=True)
-expect(out, "resumed on 2 worker(s)", what="resume on fewer workers")
+expect(out, "resumed on 2 workers", what="resume on fewer workers")
 s = summary(os.path.join(SCRATCH, "kill_allreduce"))
 if s["workers"] != 2 or s["iterations"] != 40 or s["global_batch"] != 64:
     fail(f"resumed on 2 workers: summary {s['workers']} workers, {s['iterations']} iterations, B {s['global_batch']}")

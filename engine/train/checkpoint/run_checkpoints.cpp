@@ -1,3 +1,4 @@
+#include "engine/core/log.hpp"
 #include "engine/train/checkpoint/run_checkpoints.hpp"
 
 #include <spdlog/spdlog.h>
@@ -163,7 +164,7 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Optimizer&
   model.load_layer_state(s.layer_state);
   dev.synchronize();
   if (comm.rank() == 0)
-    spdlog::info("resuming from {}: iteration {}, {} worker(s) then, {} now", chosen, s.iteration, s.world,
+    spdlog::info("resuming from {}: iteration {}, {} then, {} now", chosen, s.iteration, log::counted(s.world, "worker"),
                  comm.size());
   return s;
 }

@@ -31,13 +31,13 @@ import os
 import shutil
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import time
 
+from cluster_support import HOSTS, fail, hosts, params, scaled_difference
+
 TANDEM, SCRATCH = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-HOSTS = os.path.abspath("tools/multihost/netns-hosts.sh")
 HOST_DIR = os.path.join(SCRATCH, "hosts")
 DEADLINE_S = 3
 # As in test_reliability.py: the abort and mpirun's teardown on a loaded 2-core
@@ -48,21 +48,6 @@ MLP = "scripts/experiments/quickstart.lua"
 # As tests/integration/test_plan_equivalence.cpp trains it.
 COMMON = ["model_args.hidden=64", "model_args.dropout=0.2", "global_batch=128", "stop.target_accuracy=1",
           "eval_every=1000", "save_params=true", "log_level=warn", "console=false"]
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def hosts(*args, check=True):
-    r = subprocess.run([HOSTS] + list(args), capture_output=True, text=True)
-    if r.returncode == 77:
-        print(r.stderr.strip())
-        sys.exit(77)
-    if check and r.returncode != 0:
-        fail(f"netns-hosts.sh {' '.join(args)} exited {r.returncode}: {r.stderr}")
-    return r
 
 
 def mpirun_cmd(ranks, args):
@@ -98,19 +83,6 @@ def run(name, args, ranks=1, expect_ok=True, timeout=300):
     if not expect_ok and r.returncode == 0:
         fail(f"{' '.join(cmd)} succeeded but should have failed:\n{out[-3000:]}")
     return out_dir, out, time.time()
-
-
-def params(run_dir):
-    with open(os.path.join(run_dir, "params.f32"), "rb") as f:
-        data = f.read()
-    return struct.unpack(f"{len(data) // 4}f", data)
-
-
-def scaled_difference(a, b):
-    if len(a) != len(b):
-        fail(f"parameter counts differ: {len(a)} and {len(b)}")
-    diff = max(abs(x - y) for x, y in zip(a, b))
-    return diff / max(1e-6, max(abs(x) for x in a))
 
 
 def iterations(run_dir):

@@ -30,29 +30,15 @@ import subprocess
 import sys
 import time
 
+from cluster_support import fail, hosts
+
 TANDEM, SCRATCH = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-HOSTS = os.path.abspath("tools/multihost/netns-hosts.sh")
 HOST_DIR = os.path.join(SCRATCH, "hosts")
 HOSTFILE = os.path.join(SCRATCH, "hostfile")
 OUT = os.path.join(SCRATCH, "elastic")
 ITERATIONS = 600
 # Every phase waits on the trace, never on the clock; these only bound a hang.
 PHASE_TIMEOUT_S = 240
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def hosts(*args, check=True):
-    r = subprocess.run([HOSTS, *args], capture_output=True, text=True)
-    if r.returncode == 77:
-        print(r.stderr.strip())
-        sys.exit(77)
-    if check and r.returncode != 0:
-        fail(f"netns-hosts.sh {' '.join(args)} exited {r.returncode}: {r.stderr}")
-    return r
 
 
 def write_hostfile(listed):

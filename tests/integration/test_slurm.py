@@ -19,9 +19,10 @@ import atexit
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
+
+from cluster_support import fail, params, scaled_difference
 
 TANDEM, SCRATCH = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 SLURM = os.path.abspath("tools/slurm/one-node.sh")
@@ -32,28 +33,11 @@ COMMON = ["model_args.hidden=64", "model_args.dropout=0.2", "global_batch=128", 
 TIMEOUT_S = 300
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
 def run(cmd, env=None):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     if p.returncode != 0:
         fail(f"{' '.join(cmd)} exited {p.returncode}:\n{(p.stdout + p.stderr)[-3000:]}")
     return p.stdout + p.stderr
-
-
-def params(run_dir):
-    with open(os.path.join(run_dir, "params.f32"), "rb") as f:
-        data = f.read()
-    return struct.unpack(f"{len(data) // 4}f", data)
-
-
-def scaled_difference(a, b):
-    if len(a) != len(b):
-        fail(f"parameter counts differ: {len(a)} and {len(b)}")
-    return max(abs(x - y) for x, y in zip(a, b)) / max(1e-6, max(abs(x) for x in a))
 
 
 def main():

@@ -2,8 +2,10 @@
 """params.safetensors (save_params = true) loads into PyTorch's equivalent model, which
 then gets tandem's test accuracy.
 
-Two short runs on Fashion-MNIST: the MLP 784-256-256-10 on 2 workers, and LeNet with
-batch norm (conv2d, batchnorm with running statistics, maxpool2d, linear). For each:
+Three short runs on Fashion-MNIST: the MLP 784-256-256-10 on 2 workers, LeNet with
+batch norm (conv2d, batchnorm with running statistics, maxpool2d, linear) and a ResNet
+(residual blocks, their body and strided shortcut named "<i>.body.<j>." and
+"<i>.shortcut.<j>."). For each:
 the header is a multiple of 8 bytes and names every tensor once, with no gap or
 overlap in the data; the parameters, in file order, are params.f32; the nn.Sequential
 built from the file's layer list (tools/golden/safetensors_model.py) takes the tensors
@@ -167,6 +169,16 @@ def main():
     if not np.all(tensors["1.running_var"] > 0) or np.all(tensors["1.running_var"] == 1.0):
         fail("LeNet's batch norm running variance was not trained")
     check_accuracy("lenet-bn", lenet, x, y)
+
+    # A ResNet (residual blocks: body and shortcut, batch norm throughout).
+    resnet = run("resnet", "scripts/experiments/resnet.lua",
+                 ["model_args.width=4", "stop.max_iterations=40", "eval_every=40", "stop.target_accuracy=1"])
+    tensors = check_layout(resnet)
+    for name in ("3.body.0.weight", "3.body.1.running_var", "3.body.3.weight", "4.shortcut.0.weight",
+                 "4.shortcut.1.running_mean"):
+        if name not in tensors:
+            fail(f"ResNet tensor {name} missing; the file names {sorted(tensors)[:12]}...")
+    check_accuracy("resnet", resnet, x, y)
 
     gpt = run("gpt", "scripts/experiments/gpt.lua",
               ["model_args.n_layer=2", "model_args.n_embd=32", "model_args.n_head=2", f"data.seq_len={SEQ}",

@@ -10,7 +10,9 @@ into it with load_state_dict (strict: every name and shape must match).
 The mapping, one module per layer of the model file: flatten -> nn.Flatten, relu ->
 nn.ReLU, dropout -> nn.Dropout, maxpool2d -> nn.MaxPool2d, avgpool -> global average
 pooling, linear -> nn.Linear, conv2d -> nn.Conv2d, batchnorm -> nn.BatchNorm2d after a
-convolution (nn.BatchNorm1d on features). Tensor "<i>.weight" belongs to layer i.
+convolution (nn.BatchNorm1d on features), residual -> relu(body(x) + shortcut(x)) with
+body and shortcut Sequentials (an empty shortcut is the identity). Tensor "<i>.weight"
+belongs to layer i; "<i>.body.<j>.weight" to layer j of block i's body.
 
 usage: /usr/bin/python3 tools/golden/safetensors_model.py RUN_DIR/params.safetensors  (prints the model)
 """
@@ -45,19 +47,33 @@ class GlobalAvgPool(torch.nn.Module):
         return x.mean(dim=(2, 3))
 
 
-def sequential(path):
-    """The equivalent nn.Sequential with the file's tensors loaded, and the metadata."""
-    tensors, metadata = read_safetensors(path)
-    modules, spatial = [], True
-    for i, layer in enumerate(json.loads(metadata["layers"])):
+class Residual(torch.nn.Module):
+    """y = relu(body(x) + shortcut(x)), the shortcut the identity when empty
+    (engine/nn/residual.hpp)."""
+
+    def __init__(self, body, shortcut):
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+def build(layers, tensors, prefix="", spatial=True):
+    """The nn.Sequential of a layer list whose tensors are named "<prefix><i>.": one
+    module per layer; a residual block's body and shortcut are Sequentials of their own
+    ("<prefix><i>.body.<j>.", "<prefix><i>.shortcut.<j>.")."""
+    modules = []
+    for i, layer in enumerate(layers):
         kind, a = layer["type"], layer["args"]
-        w = tensors.get(f"{i}.weight")
+        w = tensors.get(f"{prefix}{i}.weight")
         if kind == "linear":
-            m = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{i}.bias" in tensors)
+            m = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{prefix}{i}.bias" in tensors)
             spatial = False
         elif kind == "conv2d":
             m = torch.nn.Conv2d(w.shape[1], w.shape[0], w.shape[2], stride=int(a.get("stride", 1)),
-                                padding=int(a.get("padding", 0)), bias=f"{i}.bias" in tensors)
+                                padding=int(a.get("padding", 0)), bias=f"{prefix}{i}.bias" in tensors)
         elif kind == "batchnorm":
             norm = torch.nn.BatchNorm2d if spatial else torch.nn.BatchNorm1d
             m = norm(w.shape[0], eps=a.get("eps", 1e-5), momentum=a.get("momentum", 0.1))
@@ -71,10 +87,19 @@ def sequential(path):
             m = torch.nn.MaxPool2d(int(a["kernel"]), int(a.get("stride", a["kernel"])))
         elif kind == "avgpool":
             m, spatial = GlobalAvgPool(), False
+        elif kind == "residual":
+            m = Residual(build(layer["body"], tensors, f"{prefix}{i}.body.", spatial),
+                         build(layer["shortcut"], tensors, f"{prefix}{i}.shortcut.", spatial))
         else:
-            raise ValueError(f"layer {i}: {kind} has no nn.Sequential equivalent here")
+            raise ValueError(f"layer {prefix}{i}: {kind} has no nn.Sequential equivalent here")
         modules.append(m)
-    model = torch.nn.Sequential(*modules)
+    return torch.nn.Sequential(*modules)
+
+
+def sequential(path):
+    """The equivalent nn.Sequential with the file's tensors loaded, and the metadata."""
+    tensors, metadata = read_safetensors(path)
+    model = build(json.loads(metadata["layers"]), tensors)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()}, strict=True)
     return model, metadata
 

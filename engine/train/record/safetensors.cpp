@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/nn/embedding.hpp"
+#include "engine/nn/residual.hpp"
 #include "engine/train/record/run_dir.hpp"
 
 namespace tandem {
@@ -56,6 +57,63 @@ bool layer_tensors(const LayerSpec& ls, const Layer& layer, const std::string& p
     return true;
   }
   return n == 0;  // flatten, relu, dropout, pooling: nothing to name
+}
+
+// A sequence of spec layers and the engine's layers built from them (a ReLU folded
+// into the linear or conv2d layer before it has no layer of its own), named
+// "<prefix><i>." by their position in the spec; a residual block's sub-layers
+// "<prefix><i>.body.<j>." and "<prefix><i>.shortcut.<j>.". `offset` walks the flat
+// buffer, `built` counts the layers used. False, with *why, for a layer kind that has
+// no naming here.
+bool sequence_tensors(const std::vector<LayerSpec>& specs, const std::vector<const Layer*>& layers,
+                      const std::string& prefix, const float* params, int64_t iterations, size_t* offset,
+                      size_t* built, std::vector<NamedTensor>& out, std::string* why) {
+  size_t used = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const LayerSpec& ls = specs[i];
+    if (ls.type == "relu" && i > 0 && (specs[i - 1].type == "linear" || specs[i - 1].type == "conv2d")) continue;
+    if (used >= layers.size()) break;
+    const Layer& layer = *layers[used++];
+    const std::string name = prefix + std::to_string(i) + ".";
+    if (const auto* block = dynamic_cast<const Residual*>(&layer); block && ls.type == "residual") {
+      std::vector<const Layer*> body, shortcut;
+      for (const auto& l : block->body()) body.push_back(l.get());
+      for (const auto& l : block->shortcut()) shortcut.push_back(l.get());
+      size_t inner = 0;
+      if (!sequence_tensors(ls.body, body, name + "body.", params, iterations, offset, &inner, out, why)) return false;
+      size_t inner_short = 0;
+      if (!sequence_tensors(ls.shortcut, shortcut, name + "shortcut.", params, iterations, offset, &inner_short, out,
+                            why))
+        return false;
+      if (inner != body.size() || inner_short != shortcut.size()) {
+        *why = "the residual block at " + ls.where + " does not match its spec's layers";
+        return false;
+      }
+      continue;
+    }
+    if (!layer_tensors(ls, layer, name, params + *offset, iterations, out)) {
+      *why = "layer " + name.substr(0, name.size() - 1) + " (" + ls.type + ", at " + ls.where +
+             ") has no PyTorch naming in the safetensors export yet (linear, conv2d, batchnorm, residual and "
+             "layers without parameters have)";
+      return false;
+    }
+    *offset += layer.param_count();
+  }
+  *built += used;
+  return true;
+}
+
+// The spec layer as the metadata's layer list has it: type, arguments, and a
+// residual block's body and shortcut.
+nlohmann::json layer_json(const LayerSpec& ls) {
+  nlohmann::json j = {{"type", ls.type}, {"args", ls.args}};
+  if (ls.type == "residual") {
+    j["body"] = nlohmann::json::array();
+    j["shortcut"] = nlohmann::json::array();
+    for (const LayerSpec& b : ls.body) j["body"].push_back(layer_json(b));
+    for (const LayerSpec& c : ls.shortcut) j["shortcut"].push_back(layer_json(c));
+  }
+  return j;
 }
 
 // A GPT (models/gpt.lua: embedding, transformer blocks, layernorm, lm_head), named as
@@ -123,20 +181,10 @@ std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const s
     }
     built = layers.size();
   }
-  for (size_t i = 0; !gpt && i < spec.layers.size(); ++i) {
-    const LayerSpec& ls = spec.layers[i];
-    // A ReLU folded into the linear or conv2d layer before it has no layer of its own.
-    if (ls.type == "relu" && i > 0 && (spec.layers[i - 1].type == "linear" || spec.layers[i - 1].type == "conv2d"))
-      continue;
-    if (built >= layers.size()) break;
-    const Layer& layer = *layers[built++];
-    if (!layer_tensors(ls, layer, std::to_string(i) + ".", params.data() + offset, iterations, tensors)) {
-      *why = "layer " + std::to_string(i) + " (" + ls.type + ", at " + ls.where +
-             ") has no PyTorch naming in the safetensors export yet (linear, conv2d, batchnorm and layers "
-             "without parameters have)";
-      return "";
-    }
-    offset += layer.param_count();
+  if (!gpt) {
+    std::vector<const Layer*> list;
+    for (const auto& l : layers) list.push_back(l.get());
+    if (!sequence_tensors(spec.layers, list, "", params.data(), iterations, &offset, &built, tensors, why)) return "";
   }
   if (built != layers.size() || offset != params.size()) {
     *why = "the model's " + std::to_string(layers.size()) + " layers and " + std::to_string(params.size()) +
@@ -148,7 +196,7 @@ std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const s
   // The model file's layers, so that a reader can build the equivalent nn.Sequential
   // (tools/golden/safetensors_model.py does). Metadata values are strings.
   nlohmann::json layer_list = nlohmann::json::array();
-  for (const LayerSpec& ls : spec.layers) layer_list.push_back({{"type", ls.type}, {"args", ls.args}});
+  for (const LayerSpec& ls : spec.layers) layer_list.push_back(layer_json(ls));
   header["__metadata__"] = {{"format", "pt"},
                             {"model", spec.name},
                             {"iterations", std::to_string(iterations)},

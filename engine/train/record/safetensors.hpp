@@ -22,8 +22,11 @@
 // mlp.c_proj}.{weight, bias}, transformer.ln_f.{weight, bias}; a tied lm_head is wte
 // and is not written again (safetensors refuses shared tensors: give lm_head.weight
 // wte's tensor before load_state_dict), an untied one is lm_head.weight [vocab, C].
-// Models with residual blocks have no naming here yet: for them no file is written and
-// the log says why (params.f32 is written all the same).
+// A residual block i (engine/nn/residual.hpp) is relu(body(x) + shortcut(x)): its
+// layers are named <i>.body.<j>. and <i>.shortcut.<j>. as above (j their place in the
+// block's body or shortcut list), as a module with `body` and `shortcut` Sequentials.
+// A layer kind with no naming here gets no file, and the log says why (params.f32 is
+// written all the same).
 #include <cstdint>
 #include <string>
 #include <vector>

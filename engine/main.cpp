@@ -282,13 +282,20 @@ int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>&
                                      // WNOWAIT: the job is reaped by wait, where its status is read.
                                      [](int pid) {
                                        siginfo_t info{};
-                                       return waitid(P_PID, static_cast<id_t>(pid), &info,
-                                                     WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+                                       if (waitid(P_PID, static_cast<id_t>(pid), &info,
+                                                  WEXITED | WNOHANG | WNOWAIT) != 0)
+                                         return errno == EINTR;  // a signal: ask again
+                                       return info.si_pid == 0;
                                      },
                                      [](int pid) {
-                                       const int status = wait_ranks(pid);
+                                       // Ended, not yet reaped: its pid cannot be reused while
+                                       // the signal forwarding stops.
+                                       siginfo_t info{};
+                                       while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) != 0 &&
+                                              errno == EINTR) {
+                                       }
                                        tandem::forward_interrupts(0);
-                                       return status;
+                                       return wait_ranks(pid);
                                      },
                                      [](int pid) { kill(pid, SIGUSR1); }};
   int status = 0;
@@ -297,11 +304,11 @@ int run_job(const tandem::ExperimentConfig& cfg, const std::vector<std::string>&
   } else {
     const std::vector<tandem::HostSlots> hosts = tandem::job_hosts(cfg.hostfile, cfg.hosts);
     const bool across_hosts = !hosts.empty() && !run_dir.empty();  // where mpirun may outlive an abort
-    if (across_hosts) tandem::note_aborts_in(run_dir);
+    const std::string note_dir = across_hosts ? tandem::note_aborts_in(run_dir) : "";
     if (!repl_dir.empty()) tandem::capture_output_for_console();  // mpirun's output comes through the prompt
     const int child = launcher.start(static_cast<int>(cfg.workers), rank_args, hosts);
     if (!repl_dir.empty()) tandem::attach_console(repl_dir, [&] { return launcher.running(child); });
-    status = across_hosts ? tandem::wait_job(launcher, child, run_dir) : launcher.wait(child);
+    status = across_hosts ? tandem::wait_job(launcher, child, note_dir) : launcher.wait(child);
   }
   if (status != 0 && status != 130) report_failed_job(status, run_dir, cfg);
   // Stopped by Ctrl-C, with its summary: the shell's convention for SIGINT.

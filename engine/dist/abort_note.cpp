@@ -10,18 +10,20 @@
 namespace tandem {
 
 void note_abort(int rank, const std::string& why) {
-  const char* path = std::getenv(kAbortNoteVar);
-  if (!path || !*path) return;
+  const char* dir = std::getenv(kAbortNoteVar);
+  if (!dir || !*dir) return;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  // One write of one line to an O_APPEND file: lines of several ranks do not mix.
-  const std::string line =
+  const std::string text =
       nlohmann::json{{"rank", rank}, {"host", host}, {"why", why}}.dump(-1, ' ', false,
                                                                        nlohmann::json::error_handler_t::replace) +
       "\n";
-  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // A file of this rank's own: appends of several hosts to one file on a shared file
+  // system (NFS) may overwrite each other.
+  const std::string path = std::string(dir) + "/rank-" + std::to_string(rank) + ".json";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  (void)!::write(fd, line.data(), line.size());
+  (void)!::write(fd, text.data(), text.size());
   ::close(fd);
 }
 

@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "engine/core/error.hpp"
@@ -40,10 +42,12 @@ pid_t start_probe(const HostSlots& host) {
 
 }  // namespace
 
-std::vector<HostSlots> responding_hosts(const std::vector<HostSlots>& hosts, double timeout_s) {
+std::vector<HostSlots> responding_hosts(const std::vector<HostSlots>& hosts, double timeout_s,
+                                        std::vector<std::string>* why_not) {
   std::vector<pid_t> pids;
   for (const HostSlots& h : hosts) pids.push_back(start_probe(h));
   std::vector<int> ok(hosts.size(), -1);  // -1 running, 0 failed, 1 answered
+  std::vector<std::string> why(hosts.size());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
     bool running = false;
@@ -53,8 +57,12 @@ std::vector<HostSlots> responding_hosts(const std::vector<HostSlots>& hosts, dou
       const pid_t r = waitpid(pids[i], &status, WNOHANG);
       if (r == pids[i]) {
         ok[i] = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : 0;
+        if (!ok[i])
+          why[i] = WIFEXITED(status) ? "the probe failed (exit " + std::to_string(WEXITSTATUS(status)) + ")"
+                                     : "the probe was killed (signal " + std::to_string(WTERMSIG(status)) + ")";
       } else if (r < 0 && errno != EINTR) {
         ok[i] = 0;
+        why[i] = std::string("the probe was lost: ") + std::strerror(errno);
       } else {
         running = true;
       }
@@ -67,14 +75,22 @@ std::vector<HostSlots> responding_hosts(const std::vector<HostSlots>& hosts, dou
           while (waitpid(pids[i], nullptr, 0) < 0 && errno == EINTR) {
           }
           ok[i] = 0;
+          char t[32];
+          std::snprintf(t, sizeof t, "%g", timeout_s);
+          why[i] = std::string("no answer within ") + t + " s";
         }
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::vector<HostSlots> live;
-  for (size_t i = 0; i < hosts.size(); ++i)
-    if (ok[i] == 1) live.push_back(hosts[i]);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (ok[i] == 1) {
+      live.push_back(hosts[i]);
+    } else if (why_not) {
+      why_not->push_back(hosts[i].name + ": " + why[i]);
+    }
+  }
   return live;
 }
 

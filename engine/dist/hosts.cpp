@@ -20,6 +20,11 @@ int parse_slots(const std::string& text, const std::string& where) {
   return static_cast<int>(n);
 }
 
+std::string trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
 void refuse_repeats(const std::vector<HostSlots>& hosts, const std::string& where) {
   std::set<std::string> seen;
   for (const HostSlots& h : hosts)
@@ -51,6 +56,10 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
     }
     hosts.push_back(h);
   }
+  // An empty file is most likely one being rewritten, or the wrong one: never "no hosts,
+  // so this machine".
+  TANDEM_CHECK_HINT(!hosts.empty(), "add a line 'HOST slots=N' per host", "the hostfile '", path,
+                    "' lists no host");
   refuse_repeats(hosts, path);
   return hosts;
 }
@@ -59,14 +68,19 @@ std::vector<HostSlots> parse_host_list(const std::string& list) {
   std::vector<HostSlots> hosts;
   std::istringstream items(list);
   for (std::string item; std::getline(items, item, ',');) {
+    item = trimmed(item);
     if (item.empty()) continue;
     HostSlots h;
-    const size_t colon = item.rfind(':');
-    h.name = item.substr(0, colon);
-    if (colon != std::string::npos) h.slots = parse_slots(item.substr(colon + 1), "hosts '" + list + "'");
+    const size_t colon = item.find(':');
+    TANDEM_CHECK_HINT(colon == item.rfind(':'), "name IPv6 hosts in a hostfile, or by a host name", "hosts '", list,
+                      "': '", item, "' has more than one ':' (host:slots)");
+    h.name = trimmed(item.substr(0, colon));
+    if (colon != std::string::npos) h.slots = parse_slots(trimmed(item.substr(colon + 1)), "hosts '" + list + "'");
     TANDEM_CHECK_HINT(!h.name.empty(), "write hosts as 'a:2,b:2'", "hosts '", list, "': an entry names no host");
     hosts.push_back(h);
   }
+  TANDEM_CHECK_HINT(!hosts.empty() || trimmed(list).empty(), "write hosts as 'a:2,b:2'", "hosts '", list,
+                    "' names no host");
   refuse_repeats(hosts, "hosts '" + list + "'");
   return hosts;
 }
@@ -87,11 +101,10 @@ int total_slots(const std::vector<HostSlots>& hosts) {
 int slots_given(const std::vector<std::string>& overrides) {
   std::string hostfile, list;
   for (const std::string& o : overrides) {
+    // As the loader reads an override (scripts/tandem/experiment.lua): the key and the
+    // text trimmed; a string setting takes the text as it is.
     const size_t eq = o.find('=');
-    std::string key = o.substr(0, eq), value = eq == std::string::npos ? "" : o.substr(eq + 1);
-    // A quoted Lua string, or the bare text the overrides also take.
-    if (value.size() >= 2 && (value[0] == '\'' || value[0] == '"') && value.back() == value[0])
-      value = value.substr(1, value.size() - 2);
+    const std::string key = trimmed(o.substr(0, eq)), value = eq == std::string::npos ? "" : trimmed(o.substr(eq + 1));
     if (key == "workers") return 0;
     if (key == "hostfile") hostfile = value;
     if (key == "hosts") list = value;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <climits>
@@ -57,8 +58,15 @@ void launch_ranks(int workers, const std::vector<std::string>& args, const std::
   for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   execvp(argv[0], argv.data());
-  TANDEM_FAIL_HINT("install OpenMPI with `apt-get install openmpi-bin`, or run with workers=1",
-                   "cannot start mpirun for ", workers, " workers: ", std::strerror(errno));
+  const int err = errno;
+  TANDEM_CHECK_HINT(err != ENOENT, "install OpenMPI with `apt-get install openmpi-bin`, or run with workers=1",
+                    "cannot start mpirun for ", workers, " workers: it is not on PATH");
+  size_t longest = 0;
+  for (const auto& a : cmd) longest = std::max(longest, a.size());
+  TANDEM_FAIL_HINT(err == E2BIG ? "shorten the overrides (a long list is better in the experiment file)"
+                                : "check that mpirun can be run by this user",
+                   "cannot start mpirun for ", workers, " workers: ", std::strerror(err), " (", cmd.size(),
+                   " arguments, the longest ", longest, " bytes)");
 }
 
 int mpi_world_size() {

@@ -116,7 +116,9 @@ static std::string roll_call(int rank, int size, double listen_ms) {
   static const char kHere = 1;
   std::vector<MPI_Request> heard(static_cast<size_t>(size), MPI_REQUEST_NULL);
   std::vector<MPI_Request> said(static_cast<size_t>(size), MPI_REQUEST_NULL);
-  std::vector<char> words(static_cast<size_t>(size));
+  // Left to the receives still posted when the job aborts next (a late word must not
+  // land in freed memory): never freed, once per job at most.
+  char* words = new char[static_cast<size_t>(size)];
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
     MPI_Irecv(&words[r], 1, MPI_BYTE, r, kTag, MPI_COMM_WORLD, &heard[r]);

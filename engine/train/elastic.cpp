@@ -1,10 +1,13 @@
 #include "engine/train/elastic.hpp"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -62,27 +65,45 @@ ino_t inode_of(const std::string& path) {
 // may never end while a host it cannot reach holds part of the job.
 constexpr double kAbortGraceS = 5;
 
-std::string abort_note_path(const std::string& run_dir) { return run_dir + "/abort-notes.jsonl"; }
-
-// Why the job failed, from the aborting ranks' notes; else from mpirun's status.
-std::string failure_cause(const std::string& run_dir, int status) {
-  std::ifstream in(abort_note_path(run_dir));
-  std::string line;
-  if (std::getline(in, line)) {
-    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object())
-      return fmt::format("the job failed: rank {} on {} aborted it: {}", j.value("rank", -1),
-                         j.value("host", std::string("?")), j.value("why", std::string("?")));
+// The aborting ranks' notes of one job (engine/dist/abort_note.hpp), oldest first.
+std::vector<json> abort_notes(const std::string& note_dir) {
+  std::vector<std::pair<timespec, json>> found;
+  if (DIR* d = opendir(note_dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string path = note_dir + "/" + e->d_name;
+      struct stat st {};
+      if (e->d_name[0] == '.' || ::stat(path.c_str(), &st) != 0) continue;
+      std::ifstream in(path);
+      std::string line;
+      std::getline(in, line);
+      const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object()) found.emplace_back(st.st_mtim, j);
+    }
+    closedir(d);
   }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return a.first.tv_sec != b.first.tv_sec ? a.first.tv_sec < b.first.tv_sec : a.first.tv_nsec < b.first.tv_nsec;
+  });
+  std::vector<json> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+// Why the job failed, from the first aborting rank's note; else from mpirun's status.
+std::string failure_cause(const std::string& note_dir, int status) {
+  const std::vector<json> notes = abort_notes(note_dir);
+  if (!notes.empty())
+    return fmt::format("the job failed: rank {} on {} aborted it: {}", notes[0].value("rank", -1),
+                       notes[0].value("host", std::string("?")), notes[0].value("why", std::string("?")));
   return fmt::format("the job failed: mpirun exit status {} (its log names the rank)", status);
 }
 
 // Ends mpirun when it outlives a rank's abort by kAbortGraceS.
 class HungJobGuard {
 public:
-  explicit HungJobGuard(const std::string& run_dir) : note_(abort_note_path(run_dir)) {}
+  explicit HungJobGuard(std::string note_dir) : note_dir_(std::move(note_dir)) {}
   void check(int pid) {
-    if (!noted_at_ && access(note_.c_str(), F_OK) == 0) noted_at_ = clock_.elapsed_ms() / 1000.0;
+    if (!noted_at_ && !abort_notes(note_dir_).empty()) noted_at_ = clock_.elapsed_ms() / 1000.0;
     if (ended_ || !noted_at_ || clock_.elapsed_ms() / 1000.0 - *noted_at_ <= kAbortGraceS) return;
     spdlog::warn("mpirun still runs {:g} s after a rank aborted the job (a host it cannot reach?): ending it",
                  kAbortGraceS);
@@ -91,7 +112,7 @@ public:
   }
 
 private:
-  std::string note_;
+  std::string note_dir_;
   Stopwatch clock_;
   std::optional<double> noted_at_;
   bool ended_ = false;
@@ -109,10 +130,17 @@ std::vector<HostSlots> listed_hosts(const ExperimentConfig& cfg, const std::vect
   }
 }
 
-time_t mtime_of(const std::string& path) {
+// What tells a rewritten hostfile: its time stamp to the nanosecond, size and inode
+// (a rewrite within a second, or by renaming a new file over it).
+std::string file_stamp(const std::string& path) {
   struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 ? st.st_mtime : 0;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return fmt::format("{}.{}:{}:{}", st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_size, st.st_ino);
 }
+
+// How often hosts listed but not in the job are asked again, the hostfile unchanged:
+// an operator may list a host before it is up.
+constexpr double kReprobeS = 30;
 
 // Hosts listed again while the job runs on fewer workers than the first job: the
 // listed hosts the job does not use that answer a probe. Empty when none.
@@ -139,20 +167,26 @@ struct JobEnd {
 // hosts that return: the job is then stopped gracefully (a final checkpoint, no
 // iteration lost) to be restarted with them.
 JobEnd watch_job(const JobLauncher& launcher, int pid, const ExperimentConfig& cfg, const std::string& run_dir,
-                 int64_t after, const Stopwatch& clock, const std::vector<HostSlots>& hosts, bool short_of_first) {
+                 const std::string& note_dir, int64_t after, const Stopwatch& clock, const std::vector<HostSlots>& hosts, bool short_of_first) {
   JobEnd end;
   const std::string trace = run_dir + "/trace.jsonl";
   const ino_t before = inode_of(trace);
   const bool watch_hosts = short_of_first && !cfg.hostfile.empty() && cfg.checkpoint.final;
-  time_t listed_at = watch_hosts ? mtime_of(cfg.hostfile) : 0;
-  HungJobGuard hung(run_dir);
+  std::string listed = watch_hosts ? file_stamp(cfg.hostfile) : "";
+  double probed_at = clock.elapsed_ms() / 1000.0;
+  HungJobGuard hung(note_dir);
+  int64_t looks = 0;
   while (launcher.running(pid)) {
     if (!hosts.empty()) hung.check(pid);
-    if (after >= 0 && !end.training_at && inode_of(trace) != before && trace_progress(run_dir).last > after)
+    // Every 5th look (0.1 s): the trace may be long, and rank 0 may share this host.
+    if (after >= 0 && !end.training_at && ++looks % 5 == 0 && inode_of(trace) != before &&
+        trace_progress(run_dir).last > after)
       end.training_at = clock.elapsed_ms() / 1000.0;
-    if (watch_hosts && end.returned.empty() && mtime_of(cfg.hostfile) != listed_at) {
-      listed_at = mtime_of(cfg.hostfile);
-      end.returned = returning_hosts(cfg, hosts);
+    if (watch_hosts && end.returned.empty() &&
+        (file_stamp(cfg.hostfile) != listed || clock.elapsed_ms() / 1000.0 - probed_at > kReprobeS)) {
+      listed = file_stamp(cfg.hostfile);
+      end.returned = returning_hosts(cfg, hosts);  // blocks up to probe_timeout_s
+      probed_at = clock.elapsed_ms() / 1000.0;
       if (!end.returned.empty()) {
         spdlog::info("elastic: host(s) {} back in {}: the job stops after this iteration and restarts with them",
                      host_list(end.returned), cfg.hostfile);
@@ -185,14 +219,13 @@ void record_in_summary(const std::string& run_dir, const json& restarts, const E
 // `cause` gains the hosts left out.
 std::vector<HostSlots> surviving_hosts(const ExperimentConfig& cfg, const std::vector<HostSlots>& hosts,
                                        std::string* cause) {
-  const std::vector<HostSlots> listed = listed_hosts(cfg, hosts);
-  const std::vector<HostSlots> live = responding_hosts(listed, cfg.elastic.probe_timeout_s);
-  std::vector<HostSlots> gone;
-  for (const HostSlots& h : listed)
-    if (std::none_of(live.begin(), live.end(), [&](const HostSlots& l) { return l.name == h.name; })) gone.push_back(h);
-  if (!gone.empty())
-    *cause += fmt::format("; host(s) {} did not answer within {:g} s: left out", host_list(gone),
-                          cfg.elastic.probe_timeout_s);
+  std::vector<std::string> why_not;
+  const std::vector<HostSlots> live = responding_hosts(listed_hosts(cfg, hosts), cfg.elastic.probe_timeout_s, &why_not);
+  if (!why_not.empty()) {
+    std::string gone;
+    for (const std::string& w : why_not) gone += (gone.empty() ? "" : "; ") + w;
+    *cause += "; left out: " + gone;
+  }
   return live;
 }
 
@@ -211,13 +244,23 @@ std::vector<HostSlots> with_returned(const ExperimentConfig& cfg, const std::vec
 
 }  // namespace
 
-void note_aborts_in(const std::string& run_dir) {
-  ::unlink(abort_note_path(run_dir).c_str());
-  setenv(kAbortNoteVar, abort_note_path(run_dir).c_str(), /*overwrite=*/1);  // mpirun's ranks inherit it
+std::string note_aborts_in(const std::string& run_dir) {
+  const std::string notes = run_dir + "/abort-notes";
+  ::mkdir(notes.c_str(), 0755);
+  // A folder per job, named by when it starts: the ranks of an earlier job, orphaned on
+  // a host cut off, write into theirs.
+  static int jobs = 0;
+  const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::string dir = notes + "/job-" + std::to_string(ms) + "-" + std::to_string(++jobs);
+  TANDEM_CHECK_HINT(::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST, "check the run directory's disk",
+                    "cannot make the folder for the job's abort notes '", dir, "': ", std::strerror(errno));
+  setenv(kAbortNoteVar, dir.c_str(), /*overwrite=*/1);  // mpirun's ranks inherit it
+  return dir;
 }
 
-int wait_job(const JobLauncher& launcher, int pid, const std::string& run_dir) {
-  HungJobGuard hung(run_dir);
+int wait_job(const JobLauncher& launcher, int pid, const std::string& note_dir) {
+  HungJobGuard hung(note_dir);
   while (launcher.running(pid)) {
     hung.check(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -228,6 +271,9 @@ int wait_job(const JobLauncher& launcher, int pid, const std::string& run_dir) {
 int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const std::vector<std::string>& first_args,
                 const JobLauncher& launcher) {
   const Stopwatch clock;
+  TANDEM_CHECK_HINT(cfg.elastic.min_workers <= cfg.workers, "lower elastic.min_workers, or ask for more workers",
+                    "elastic.min_workers (", cfg.elastic.min_workers, ") is more than the job's ",
+                    log::counted(cfg.workers, "worker"));
   const std::vector<HostSlots> first_hosts = job_hosts(cfg.hostfile, cfg.hosts);
   const int first_workers = cfg.workers;
   const json resolved = json::parse(cfg.resolved_json, nullptr, /*allow_exceptions=*/false);
@@ -252,9 +298,10 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
   int64_t failures = 0;
   int64_t resumed_at = -1;  // the checkpoint the running job resumed from
   for (;;) {
-    note_aborts_in(run_dir);
+    const std::string note_dir = note_aborts_in(run_dir);
     const int pid = launcher.start(workers, args, hosts);
-    const JobEnd end = watch_job(launcher, pid, cfg, run_dir, resumed_at, clock, hosts, workers < first_workers);
+    const JobEnd end =
+        watch_job(launcher, pid, cfg, run_dir, note_dir, resumed_at, clock, hosts, workers < first_workers);
     const double ended_at = clock.elapsed_ms() / 1000.0;
     if (!restarts.empty()) {  // what the last restart cost, now that its job ran
       json& last = restarts.back();
@@ -268,7 +315,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
       record_in_summary(run_dir, restarts, cfg.elastic);
       return end.status == 0 && interrupted() ? 130 : end.status;
     }
-    std::string cause = failure_cause(run_dir, end.status);
+    std::string cause = failure_cause(note_dir, end.status);
     std::vector<HostSlots> next = hosts;
     if (rescale) {
       cause = "host(s) " + host_list(end.returned) + " back in the hostfile";
@@ -307,10 +354,10 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     if (!next.empty()) mark["hosts"] = host_list(next);
     append_line(run_dir + "/trace.jsonl", mark);
     restarts.push_back(mark);
-    spdlog::warn("elastic: {}; restart {} ({} of at most {} after failures): resuming from the checkpoint at "
-                 "iteration {} on {}{} ({} since it run again)", cause, restarts.size(), failures,
-                 cfg.elastic.max_restarts, checkpoint, log::counted(next_workers, "worker"),
-                 next.empty() ? "" : " on " + host_list(next),
+    spdlog::warn("elastic: {}; restart {} ({}): resuming from the checkpoint at iteration {} on {}{}; {} to run "
+                 "again", cause, restarts.size(),
+                 rescale ? "not a failure" : fmt::format("failure {} of at most {}", failures, cfg.elastic.max_restarts),
+                 checkpoint, log::counted(next_workers, "worker"), next.empty() ? "" : " (" + host_list(next) + ")",
                  log::counted(mark["lost_iterations"].get<int64_t>(), "iteration"));
     args = {"--resume", run_dir, "workers=" + std::to_string(next_workers)};
     if (!first_hosts.empty())

@@ -40,14 +40,15 @@ struct JobLauncher {
   std::function<void(int pid)> stop;
 };
 
-// Before starting a job: its aborting ranks note why in the run directory
-// (engine/dist/abort_note.hpp), which wait_job and run_elastic watch.
-void note_aborts_in(const std::string& run_dir);
+// Before starting a job: its aborting ranks note why in a folder of the job's own
+// under RUN_DIR/abort-notes (engine/dist/abort_note.hpp), returned, which wait_job and
+// run_elastic watch.
+std::string note_aborts_in(const std::string& run_dir);
 
 // Waits for a job and returns its exit status; ends mpirun when it still runs a
 // grace period (5 s) after a rank aborted the job: across hosts mpirun may never end
 // while a host it cannot reach holds part of the job.
-int wait_job(const JobLauncher& launcher, int pid, const std::string& run_dir);
+int wait_job(const JobLauncher& launcher, int pid, const std::string& note_dir);
 
 // Runs the job under the elastic rules until it succeeds, is interrupted, or cannot
 // go on; returns the last job's exit status (130 when interrupted).

@@ -1,5 +1,6 @@
 #include "engine/train/elastic_slots.hpp"
 
+#include <cstdio>
 #include <map>
 #include <utility>
 
@@ -36,18 +37,37 @@ const json* find(const json& j, std::initializer_list<const char*> path) {
   return at->is_array() ? at : nullptr;
 }
 
+// A Lua string literal: quote and backslash escaped, control bytes as \ddd (JSON's
+// \u00XX is no escape LuaJIT reads).
+std::string lua_string(const std::string& text) {
+  std::string s = "\"";
+  for (const unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      s += '\\';
+      s += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char code[5];
+      std::snprintf(code, sizeof code, "\\%03d", c);  // always three digits: a digit after it stays its own
+      s += code;
+    } else {
+      s += static_cast<char>(c);
+    }
+  }
+  return s + "\"";
+}
+
 }  // namespace
 
 std::string lua_literal(const json& v) {
   if (v.is_null()) return "nil";
   if (v.is_boolean() || v.is_number()) return v.dump();
-  if (v.is_string()) return v.dump();  // JSON's escapes for a UTF-8 string read the same in Lua
+  if (v.is_string()) return lua_string(v.get<std::string>());
   std::string s = "{";
   if (v.is_array()) {
     for (const json& e : v) s += (s.size() > 1 ? ", " : "") + lua_literal(e);
   } else {
     for (auto it = v.begin(); it != v.end(); ++it)
-      s += (s.size() > 1 ? ", " : "") + std::string("[") + json(it.key()).dump() + "] = " + lua_literal(it.value());
+      s += (s.size() > 1 ? ", " : "") + std::string("[") + lua_string(it.key()) + "] = " + lua_literal(it.value());
   }
   return s + "}";
 }

@@ -67,7 +67,10 @@ BOOST_AUTO_TEST_CASE(bad_hostfiles_say_which_line) {
   BOOST_TEST(error_of([&] { read_hostfile(word); }).find("unknown word 'cpus=2'") != std::string::npos);
   BOOST_TEST(error_of([] { read_hostfile("/nonexistent/hosts"); }).find("cannot read the hostfile") !=
              std::string::npos);
-  for (const std::string& p : {twice, bad, word}) std::remove(p.c_str());
+  // Empty (or being rewritten): never taken as "no hosts, so this machine".
+  const std::string empty = write_file("# nothing yet\n\n");
+  BOOST_TEST(error_of([&] { read_hostfile(empty); }).find("lists no host") != std::string::npos);
+  for (const std::string& p : {twice, bad, word, empty}) std::remove(p.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(host_lists_as_horovodrun_takes_them) {
@@ -79,11 +82,15 @@ BOOST_AUTO_TEST_CASE(host_lists_as_horovodrun_takes_them) {
   BOOST_TEST(error_of([] { parse_host_list(":2"); }).find("names no host") != std::string::npos);
   BOOST_TEST(error_of([] { parse_host_list("a:1,a:2"); }).find("listed twice") != std::string::npos);
   BOOST_TEST(parse_host_list("").empty());
+  BOOST_TEST(error_of([] { parse_host_list(","); }).find("names no host") != std::string::npos);
+  BOOST_TEST(error_of([] { parse_host_list("fe80::1"); }).find("more than one ':'") != std::string::npos);
+  BOOST_TEST(parse_host_list(" a:2 , b ")[1].name == "b");
 }
 
 BOOST_AUTO_TEST_CASE(workers_default_to_the_slots_unless_given) {
   BOOST_TEST(slots_given({"hosts=a:2,b:2"}) == 4);
-  BOOST_TEST(slots_given({"hosts='a:2,b:3'"}) == 5);
+  BOOST_TEST(slots_given({" hosts = a:2, b:3 "}) == 5);  // trimmed, as the loader reads it
+  BOOST_TEST(slots_given({"hosts=a:2,b:2", "workers = 3"}) == 0);
   BOOST_TEST(slots_given({"hosts=a:2,b:2", "workers=3"}) == 0);
   BOOST_TEST(slots_given({"stop.epochs=1"}) == 0);
 }
@@ -113,6 +120,8 @@ BOOST_AUTO_TEST_CASE(lua_literals_of_json) {
   BOOST_TEST(lua_literal(json::parse(R"([1, 0.5, {"speed": 0.25, "kind": "a\"b"}, null, true])")) ==
              R"({1, 0.5, {["kind"] = "a\"b", ["speed"] = 0.25}, nil, true})");
   BOOST_TEST(lua_literal(json::array()) == "{}");
+  // Control bytes as \ddd (JSON's \u0001 is no escape LuaJIT reads), backslashes doubled.
+  BOOST_TEST(lua_literal(json(std::string("a\x01" "2\\b\n"))) == R"("a\0012\\b\010")");
 }
 
 BOOST_AUTO_TEST_CASE(per_worker_settings_follow_the_slot) {

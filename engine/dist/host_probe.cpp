@@ -33,6 +33,7 @@ pid_t start_probe(const HostSlots& host) {
     std::vector<char*> argv;
     for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    set_mpirun_environment();
     execvp(argv[0], argv.data());
     _exit(127);
   }

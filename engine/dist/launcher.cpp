@@ -47,13 +47,23 @@ std::vector<std::string> mpirun_command(int workers, const std::vector<std::stri
   return cmd;
 }
 
-void launch_ranks(int workers, const std::vector<std::string>& args, const std::vector<HostSlots>& hosts) {
-  TANDEM_CHECK_HINT(workers >= 1, "set workers to 1 or more", "cannot start ", workers, " workers");
-  const std::vector<std::string> cmd = mpirun_command(workers, args, hosts);
+void set_mpirun_environment() {
   // OpenBLAS sizes its thread pool when it loads, before tandem can call
   // openblas_set_num_threads; idle pool threads spin for a while after each GEMM,
   // taking cores from the other ranks. One thread per rank unless asked otherwise.
   setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
+  // A rank proves who it is to its local OpenMPI daemon through PMIx's security
+  // plugin. With munge installed (slurm-wlm pulls it in) but its daemon not running,
+  // PMIx tries munge's socket again and again before it falls back: 2.3 s more for
+  // every mpirun, and for every host probe and restart of an elastic run. The ranks
+  // and their daemon share a host and a user, which is what `native` checks.
+  setenv("PMIX_MCA_psec", "native", /*overwrite=*/0);
+}
+
+void launch_ranks(int workers, const std::vector<std::string>& args, const std::vector<HostSlots>& hosts) {
+  TANDEM_CHECK_HINT(workers >= 1, "set workers to 1 or more", "cannot start ", workers, " workers");
+  const std::vector<std::string> cmd = mpirun_command(workers, args, hosts);
+  set_mpirun_environment();
   std::vector<char*> argv;
   for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

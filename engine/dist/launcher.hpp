@@ -21,6 +21,10 @@ namespace tandem {
 std::vector<std::string> mpirun_command(int workers, const std::vector<std::string>& args,
                                         const std::vector<HostSlots>& hosts = {});
 
+// What mpirun's environment needs, unless the user set it: one OpenBLAS thread per
+// rank, PMIx's `native` security (not munge, whose daemon may not run here).
+void set_mpirun_environment();
+
 // Replaces this process by mpirun (does not return on success).
 [[noreturn]] void launch_ranks(int workers, const std::vector<std::string>& args,
                                const std::vector<HostSlots>& hosts = {});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -105,13 +106,15 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
   return missing;
 }
 
-// Who is missing, asked once a deadline passed and nothing else could say (an MPI
-// collective cannot, nor rank 0's reports when the missing rank had sent its own
-// before it died): every rank that waited sends a word to every other and listens
-// for theirs for a moment; those not heard from are missing. The ranks' deadlines
-// differ by how far apart they reached the collective, which the moment allows for;
-// a rank later still is "far slower", as the message says.
-static std::string roll_call(int rank, int size, double listen_ms) {
+// Who is missing, asked once a deadline passed: every rank that waited sends a word
+// to every other and listens for theirs for a moment; those not heard from are
+// missing. Asked even when the waiter can name whom it waited for, because that one
+// may itself be waiting for the dead one (rank 0 for a dead rank's stats report,
+// while the others wait for rank 0 at the gradients' arrival): it answers the roll
+// call, and only the ranks both named and silent are reported. The ranks' deadlines
+// differ by how far apart they reached their waits, which the moment allows for; a
+// rank later still is "far slower", as the message says.
+static std::vector<int> roll_call(int rank, int size, double listen_ms) {
   constexpr int kTag = 0x7a11;
   static const char kHere = 1;
   std::vector<MPI_Request> heard(static_cast<size_t>(size), MPI_REQUEST_NULL);
@@ -134,17 +137,36 @@ static std::string roll_call(int rank, int size, double listen_ms) {
     }
     if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::string missing;
+  std::vector<int> silent;
   for (int r = 0; r < size; ++r)
-    if (heard[r] != MPI_REQUEST_NULL) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-  return missing;  // the job aborts next: the requests left open go with it
+    if (heard[r] != MPI_REQUEST_NULL) silent.push_back(r);
+  return silent;  // the job aborts next: the requests left open go with it
+}
+
+// "1, 3" back to its ranks.
+static std::vector<int> parse_ranks(const std::string& list) {
+  std::vector<int> ranks;
+  for (size_t at = 0; at < list.size();) {
+    size_t end = list.find(", ", at);
+    if (end == std::string::npos) end = list.size();
+    ranks.push_back(std::atoi(list.substr(at, end - at).c_str()));
+    at = end + 2;
+  }
+  return ranks;
 }
 
 void MpiComm::fail_deadline(const std::string& named, const char* if_none, const char* what) {
-  const std::string missing = named.empty() ? roll_call(rank_, size_, std::min(timeout_s_, 2.0) * 1000.0) : named;
+  const std::vector<int> silent = roll_call(rank_, size_, std::min(timeout_s_, 2.0) * 1000.0);
+  std::vector<int> missing;
+  for (int r : parse_ranks(named))
+    if (std::find(silent.begin(), silent.end(), r) != silent.end()) missing.push_back(r);
+  // Nobody named, or every named rank answered (alive, so waiting on another): the
+  // silent ones; with none silent either, the named ones.
+  if (missing.empty()) missing = silent.empty() ? parse_ranks(named) : silent;
+  std::string list;
+  for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
   abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
-                    missing.empty() ? std::string(if_none)
-                                    : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+                    list.empty() ? std::string(if_none) : "missing rank(s): " + list + " (stuck, dead or far slower)"));
 }
 
 void MpiComm::poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,

@@ -40,9 +40,9 @@ private:
   // unknown), or, on rank 0, those whose posted report has not come.
   void wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers, const char* what);
   std::string missing_ranks(std::vector<MPI_Request>& requests, const std::vector<int>& peers);
-  // Past a deadline: aborts the run, naming the missing ranks ("1, 3"), or saying
-  // if_none when there are none to name.
-  // Aborts naming `named`, or when empty the ranks that miss a roll call.
+  // Past a deadline: aborts the run, naming the missing ranks: those in `named`
+  // ("1, 3", whom this rank waited for) that also miss a roll call of the ranks at
+  // their deadlines, else those that miss it, else `named`; if_none when none.
   [[noreturn]] void fail_deadline(const std::string& named, const char* if_none, const char* what);
   // The poll loop itself: until done() is true, yielding then sleeping, aborting
   // with the missing ranks at the deadline.

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -106,24 +107,30 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
   return missing;
 }
 
-// Who is missing, asked once a deadline passed: every rank that waited sends a word
-// to every other and listens for theirs for a moment; those not heard from are
-// missing. Asked even when the waiter can name whom it waited for, because that one
-// may itself be waiting for the dead one (rank 0 for a dead rank's stats report,
-// while the others wait for rank 0 at the gradients' arrival): it answers the roll
-// call, and only the ranks both named and silent are reported. The ranks' deadlines
-// differ by how far apart they reached their waits, which the moment allows for; a
-// rank later still is "far slower", as the message says.
-static std::vector<int> roll_call(int rank, int size, double listen_ms) {
+// The roll call: every rank past a deadline sends a word to every other and listens
+// for theirs for a moment; those not heard from are silent. Every deadline's abort
+// calls it (Comm::missing_after_roll_call), so the ranks that only waited for the
+// culprit answer it. The ranks' deadlines differ by how far apart they reached their
+// waits, which the moment allows for; a rank later still is "far slower", as the
+// message says.
+std::vector<int> MpiComm::silent_ranks() {
+  // Once per process: rank 0's parameter-server thread and its training thread can
+  // pass their deadlines together, and the second must wait for the first's answer.
+  std::call_once(roll_call_once_, [this] { hold_roll_call(); });
+  return silent_;
+}
+
+void MpiComm::hold_roll_call() {
   constexpr int kTag = 0x7a11;
   static const char kHere = 1;
-  std::vector<MPI_Request> heard(static_cast<size_t>(size), MPI_REQUEST_NULL);
-  std::vector<MPI_Request> said(static_cast<size_t>(size), MPI_REQUEST_NULL);
+  const double listen_ms = std::min(timeout_s_, 2.0) * 1000.0;
+  std::vector<MPI_Request> heard(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> said(static_cast<size_t>(size_), MPI_REQUEST_NULL);
   // Left to the receives still posted when the job aborts next (a late word must not
   // land in freed memory): never freed, once per job at most.
-  char* words = new char[static_cast<size_t>(size)];
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
+  char* words = new char[static_cast<size_t>(size_)];
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
     MPI_Irecv(&words[r], 1, MPI_BYTE, r, kTag, MPI_COMM_WORLD, &heard[r]);
     MPI_Isend(&kHere, 1, MPI_BYTE, r, kTag, MPI_COMM_WORLD, &said[r]);
   }
@@ -137,36 +144,16 @@ static std::vector<int> roll_call(int rank, int size, double listen_ms) {
     }
     if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::vector<int> silent;
-  for (int r = 0; r < size; ++r)
-    if (heard[r] != MPI_REQUEST_NULL) silent.push_back(r);
-  return silent;  // the job aborts next: the requests left open go with it
-}
-
-// "1, 3" back to its ranks.
-static std::vector<int> parse_ranks(const std::string& list) {
-  std::vector<int> ranks;
-  for (size_t at = 0; at < list.size();) {
-    size_t end = list.find(", ", at);
-    if (end == std::string::npos) end = list.size();
-    ranks.push_back(std::atoi(list.substr(at, end - at).c_str()));
-    at = end + 2;
-  }
-  return ranks;
+  for (int r = 0; r < size_; ++r)
+    if (heard[r] != MPI_REQUEST_NULL) silent_.push_back(r);
+  // The job aborts next: the requests left open go with it.
 }
 
 void MpiComm::fail_deadline(const std::string& named, const char* if_none, const char* what) {
-  const std::vector<int> silent = roll_call(rank_, size_, std::min(timeout_s_, 2.0) * 1000.0);
-  std::vector<int> missing;
-  for (int r : parse_ranks(named))
-    if (std::find(silent.begin(), silent.end(), r) != silent.end()) missing.push_back(r);
-  // Nobody named, or every named rank answered (alive, so waiting on another): the
-  // silent ones; with none silent either, the named ones.
-  if (missing.empty()) missing = silent.empty() ? parse_ranks(named) : silent;
-  std::string list;
-  for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  const std::string missing = missing_after_roll_call(named);
   abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
-                    list.empty() ? std::string(if_none) : "missing rank(s): " + list + " (stuck, dead or far slower)"));
+                    missing.empty() ? std::string(if_none)
+                                    : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
 }
 
 void MpiComm::poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,
@@ -433,7 +420,8 @@ public:
   }
 
 private:
-  [[noreturn]] void fail(const char* what, const std::string& missing) {
+  [[noreturn]] void fail(const char* what, const std::string& named) {
+    const std::string missing = world_.missing_after_roll_call(named);
     world_.abort(fmt::format("{} in sync group {} did not complete within {:.0f} s (collective_timeout_s): {}", what,
                              color_, world_.timeout_s(),
                              missing.empty() ? std::string("a rank of the group is stuck, dead or far slower")
@@ -467,8 +455,9 @@ public:
     MPI_Request r = MPI_REQUEST_NULL;
     check_mpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag, comm_, &r), "MPI_Isend", what);
     poll_request(r, MPI_STATUS_IGNORE, world_.timeout_s(), what, [&] {
-      world_.abort(fmt::format("{}: rank {} did not take the message within {:.0f} s (collective_timeout_s); it is "
-                               "stuck, dead or far slower", what, to, world_.timeout_s()));
+      world_.abort(fmt::format("{}: rank {} did not take the message within {:.0f} s (collective_timeout_s); "
+                               "missing rank(s): {} (stuck, dead or far slower)",
+                               what, to, world_.timeout_s(), world_.missing_after_roll_call(std::to_string(to))));
     });
   }
   int receive(int from, int tag, void* data, size_t bytes, const char* what) override {
@@ -479,10 +468,12 @@ public:
                         comm_, &r),
               "MPI_Irecv", what);
     poll_request(r, &status, world_.timeout_s(), what, [&] {
-      world_.abort(fmt::format("{}: nothing came from {} within {:.0f} s (collective_timeout_s); the sender is "
-                               "stuck, dead or far slower",
-                               what, from == kAnySource ? std::string("any rank") : "rank " + std::to_string(from),
-                               world_.timeout_s()));
+      const std::string missing = world_.missing_after_roll_call(from == kAnySource ? "" : std::to_string(from));
+      world_.abort(fmt::format("{}: nothing came from {} within {:.0f} s (collective_timeout_s); {}", what,
+                               from == kAnySource ? std::string("any rank") : "rank " + std::to_string(from),
+                               world_.timeout_s(),
+                               missing.empty() ? std::string("the sender is stuck, dead or far slower")
+                                               : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
     });
     int got = 0;
     MPI_Get_count(&status, MPI_BYTE, &got);

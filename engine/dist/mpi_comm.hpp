@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "engine/dist/comm.hpp"
 #include "engine/dist/shm_allreduce.hpp"
@@ -33,6 +34,7 @@ public:
   std::unique_ptr<GroupComm> split(int color, const char* what) override;
   std::unique_ptr<Channel> open_channel(const char* what, const std::vector<int>& tags, size_t max_bytes) override;
   [[noreturn]] void abort(const std::string& why) override;
+  std::vector<int> silent_ranks() override;
 
 private:
   // Waits for all requests; on the deadline aborts, naming the missing ranks: those
@@ -49,9 +51,12 @@ private:
   void poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,
                   const std::vector<int>& peers, const char* what);
   void allreduce(void* data, size_t count, MPI_Datatype type, const char* what);
+  void hold_roll_call();
   ShmAllreduce::Wait shm_wait(const char* what);
 
   int rank_ = 0, size_ = 1;
+  std::once_flag roll_call_once_;  // the roll call (silent_ranks), held once per process
+  std::vector<int> silent_;        // those it did not hear
   bool thread_multiple_ = false;
   MPI_Comm node_ = MPI_COMM_NULL;       // the ranks on this host
   std::unique_ptr<ShmAllreduce> shm_;  // when every rank is on this host

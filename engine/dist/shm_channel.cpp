@@ -76,9 +76,11 @@ ShmChannel::Slot* ShmChannel::slot(int tag, int peer, const char* what) {
   return reinterpret_cast<Slot*>(base_ + round_up(sizeof(Doorbell)) + index * slot_bytes_);
 }
 
-void ShmChannel::fail_deadline(const char* what, const std::string& who) {
-  world_.abort(fmt::format("{}: {} within {:.0f} s (collective_timeout_s); stuck, dead or far slower", what, who,
-                           world_.timeout_s()));
+void ShmChannel::fail_deadline(const char* what, const std::string& who, int named) {
+  const std::string missing = world_.missing_after_roll_call(named >= 0 ? std::to_string(named) : "");
+  world_.abort(fmt::format("{}: {} within {:.0f} s (collective_timeout_s); {}", what, who, world_.timeout_s(),
+                           missing.empty() ? std::string("stuck, dead or far slower")
+                                           : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
   std::abort();  // not reached: Comm::abort never returns, which GCC cannot see through the virtual call
 }
 
@@ -90,7 +92,7 @@ void ShmChannel::send(int to, int tag, const void* data, size_t bytes, const cha
   // One message in flight per slot: wait until the last one has been taken.
   const double deadline = now_ms() + world_.timeout_s() * 1000.0;
   while (s->state.load(std::memory_order_acquire) != kEmpty) {
-    if (now_ms() > deadline) fail_deadline(what, fmt::format("rank {} did not take the last message", to));
+    if (now_ms() > deadline) fail_deadline(what, fmt::format("rank {} did not take the last message", to), to);
     futex_wait(s->state, kFull, kNapUs);
   }
   std::memcpy(s->payload(), data, bytes);
@@ -136,8 +138,10 @@ int ShmChannel::receive(int from, int tag, void* data, size_t bytes, const char*
     const int rung = bell.load(std::memory_order_acquire);
     if ((s = find())) break;
     if (now_ms() > deadline)
-      fail_deadline(what, from == kAnySource ? std::string("nothing came from any rank")
-                                             : fmt::format("nothing came from rank {}", from));
+      fail_deadline(what,
+                    from == kAnySource ? std::string("nothing came from any rank")
+                                       : fmt::format("nothing came from rank {}", from),
+                    from == kAnySource ? -1 : from);
     if (rank_ == 0)
       futex_wait(bell, rung, kNapUs);
     else

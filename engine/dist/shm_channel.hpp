@@ -38,7 +38,9 @@ public:
 
 private:
   Slot* slot(int tag, int peer, const char* what);
-  [[noreturn]] void fail_deadline(const char* what, const std::string& who);
+  // Aborts past a deadline: `who` says what did not happen; `named` is the rank
+  // waited for (-1: any), narrowed by the roll call (Comm::missing_after_roll_call).
+  [[noreturn]] void fail_deadline(const char* what, const std::string& who, int named);
 
   Comm& world_;
   int rank_ = 0, size_ = 1;

@@ -1,6 +1,9 @@
 // Chooses the world's transport: MPI when mpirun started this process with several
 // ranks, the single-rank fast path otherwise (also under `mpirun -np 1`).
+#include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -15,6 +18,31 @@ void Comm::arrive_and_allreduce(float* data, size_t count, double* idle_ms, cons
   *idle_ms = now_ms() - start;
   allreduce_sum(data, count, what);
   sync_end_ms_ = now_ms();
+}
+
+namespace {
+// "1, 3" back to its ranks.
+std::vector<int> parse_ranks(const std::string& list) {
+  std::vector<int> ranks;
+  for (size_t at = 0; at < list.size();) {
+    size_t end = list.find(", ", at);
+    if (end == std::string::npos) end = list.size();
+    ranks.push_back(std::atoi(list.substr(at, end - at).c_str()));
+    at = end + 2;
+  }
+  return ranks;
+}
+}  // namespace
+
+std::string Comm::missing_after_roll_call(const std::string& named) {
+  const std::vector<int> silent = silent_ranks();
+  std::vector<int> missing;
+  for (int r : parse_ranks(named))
+    if (std::find(silent.begin(), silent.end(), r) != silent.end()) missing.push_back(r);
+  if (missing.empty()) missing = silent.empty() ? parse_ranks(named) : silent;
+  std::string list;
+  for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return list;
 }
 
 std::unique_ptr<GroupComm> Comm::split(int, const char* what) {

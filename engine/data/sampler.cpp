@@ -35,9 +35,17 @@ void GlobalSampler::slice(int64_t iteration, int64_t offset, int64_t count, std:
   TANDEM_CHECK(iteration >= 0, "negative iteration ", iteration);
   TANDEM_CHECK(offset >= 0 && count >= 0 && offset + count <= batch_, "slice [", offset, ", ", offset + count,
                ") is outside the global batch of ", batch_);
-  const auto& perm = permutation(epoch_of(iteration));
-  const int64_t start = (iteration % per_epoch_) * batch_ + offset;
-  out.assign(perm.begin() + start, perm.begin() + start + count);
+  slice_at(start_of(iteration), offset, count, out);
+}
+
+void GlobalSampler::slice_at(int64_t start, int64_t offset, int64_t count, std::vector<int64_t>& out) const {
+  TANDEM_CHECK(start >= 0 && offset >= 0 && count >= 0, "slice [", offset, ", ", offset + count,
+               ") of the global batch at stream position ", start);
+  const int64_t first = start % size_ + offset;
+  TANDEM_CHECK(first + count <= size_, "slice [", offset, ", ", offset + count, ") of the global batch at stream ",
+               "position ", start, " runs past the end of its epoch (", size_, " samples)");
+  const auto& perm = permutation(start / size_);
+  out.assign(perm.begin() + first, perm.begin() + first + count);
 }
 
 }  // namespace tandem

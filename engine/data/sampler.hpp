@@ -19,6 +19,13 @@ public:
   void global_batch(int64_t iteration, std::vector<int64_t>& out) const;
   // Positions [offset, offset + count) of iteration t's global batch: one rank's part.
   void slice(int64_t iteration, int64_t offset, int64_t count, std::vector<int64_t>& out) const;
+  // The same for a global batch starting at stream position `start` (epoch start /
+  // N, its (start mod N)-th permuted index; engine/data/batch_positions.hpp), of any
+  // size that stays within the epoch.
+  void slice_at(int64_t start, int64_t offset, int64_t count, std::vector<int64_t>& out) const;
+  // Where iteration t's global batch starts in that stream, with this sampler's B.
+  int64_t start_of(int64_t iteration) const { return epoch_of(iteration) * size_ + (iteration % per_epoch_) * batch_; }
+  int64_t dataset_size() const { return size_; }
 
 private:
   const std::vector<int64_t>& permutation(int64_t epoch) const;

@@ -15,20 +15,33 @@ LrSchedule::LrSchedule(const ScheduleConfig& cfg, double base_lr, int64_t iterat
                     "use schedule.kind = constant, step or cosine", "unknown schedule '", cfg.kind, "'");
 }
 
-double LrSchedule::at(int64_t t) const {
-  if (cfg_.warmup_iterations > 0 && t < cfg_.warmup_iterations)
-    return base_lr_ * static_cast<double>(t + 1) / static_cast<double>(cfg_.warmup_iterations);
+double LrSchedule::at(int64_t t) const { return at_position(static_cast<double>(t)); }
+
+double LrSchedule::at_position(double t) const {
+  const double warmup = static_cast<double>(cfg_.warmup_iterations);
+  if (cfg_.warmup_iterations > 0 && t < warmup) return base_lr_ * (t + 1.0) / warmup;
   if (cfg_.kind == "step") {
-    const double epochs = static_cast<double>(t) / static_cast<double>(per_epoch_);
+    const double epochs = t / static_cast<double>(per_epoch_);
     return base_lr_ * std::pow(cfg_.gamma, std::floor(epochs / cfg_.step_epochs));
   }
   if (cfg_.kind == "cosine") {
     const int64_t span = std::max<int64_t>(total_ - cfg_.warmup_iterations, 1);
-    const double progress =
-        std::clamp(static_cast<double>(t - cfg_.warmup_iterations) / static_cast<double>(span), 0.0, 1.0);
+    const double progress = std::clamp((t - warmup) / static_cast<double>(span), 0.0, 1.0);
     return cfg_.min_lr + (base_lr_ - cfg_.min_lr) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
   }
   return base_lr_;
+}
+
+double lr_batch_scale(const std::string& rule, int64_t batch, int64_t base_batch, double phi) {
+  if (batch == base_batch || batch <= 0 || base_batch <= 0) return 1.0;
+  const double ratio = static_cast<double>(batch) / static_cast<double>(base_batch);
+  if (rule == "sqrt") return std::sqrt(ratio);
+  if (rule == "adascale") {
+    if (!(phi > 0.0)) return 1.0;
+    return (phi / static_cast<double>(base_batch) + 1.0) / (phi / static_cast<double>(batch) + 1.0);
+  }
+  TANDEM_CHECK_HINT(rule == "linear", "use lr_scaling = linear, sqrt or adascale", "unknown lr_scaling '", rule, "'");
+  return ratio;
 }
 
 }  // namespace tandem

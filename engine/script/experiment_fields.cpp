@@ -464,6 +464,13 @@ Fields<E> sync_fields() {
           at<E>("slow_momentum", &E::optimizer, &OptimizerConfig::slow_momentum)};
 }
 
+// policy.global_batch = {min, max}, resolved by experiment.lua (both global_batch
+// when not set).
+Fields<PolicyConfig> global_batch_range_fields() {
+  using P = PolicyConfig;
+  return {at<P>("min", &P::global_batch_min), at<P>("max", &P::global_batch_max)};
+}
+
 Fields<PolicyConfig> policy_fields() {
   using P = PolicyConfig;
   return {maybe<P>("file", &P::file),
@@ -476,7 +483,8 @@ Fields<PolicyConfig> policy_fields() {
           at<P>("history", &P::history),
           at<P>("watch", &P::watch),
           at<P>("min_batch", &P::min_batch),
-          at<P>("max_batch", &P::max_batch)};
+          at<P>("max_batch", &P::max_batch),
+          record<P, P>("global_batch", global_batch_range_fields())};
 }
 
 // A measured curve: kept only when it has points.
@@ -591,6 +599,7 @@ Fields<E> experiment_fields() {
       at<E>("eps", &E::optimizer, &OptimizerConfig::eps),
       at<E>("clip_grad_norm", &E::optimizer, &OptimizerConfig::clip_grad_norm),
       at<E>("accumulate", &E::accumulate),
+      at<E>("lr_scaling", &E::lr_scaling),
       record<E, ScheduleConfig>("schedule", schedule_fields(), &E::schedule),
       record<E, StopConfig>("stop", stop_fields(), &E::stop),
       at<E>("eval_every", &E::eval_every),

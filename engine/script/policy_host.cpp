@@ -34,15 +34,25 @@ std::string describe_device(const ExperimentConfig& cfg, int r) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// The global batch the stats were measured under: the plan in force's sum (B0 when
+// that is not known).
+int64_t observed_batch(const std::vector<int64_t>& in_force, int64_t b0) {
+  const int64_t sum = std::accumulate(in_force.begin(), in_force.end(), int64_t{0});
+  return sum > 0 ? sum : b0;
+}
+
 }  // namespace
 
 PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
   PolicyCluster c;
   c.workers = workers;
   c.global_batch = cfg.global_batch;
+  c.global_batch_min = cfg.global_batch_min();
+  c.global_batch_max = cfg.global_batch_max();
+  c.lr_scaling = cfg.lr_scaling;
   c.min_batch.assign(static_cast<size_t>(workers), cfg.policy.min_batch);
   c.max_batch = cfg.policy.max_batch;
-  c.max_batch.resize(static_cast<size_t>(workers), cfg.global_batch);
+  c.max_batch.resize(static_cast<size_t>(workers), c.batch_max());
   for (int r = 0; r < workers; ++r) c.devices.push_back(describe_device(cfg, r));
   c.params_json = cfg.policy.params_json;
   c.history = cfg.policy.history;
@@ -61,8 +71,12 @@ std::string plan_problem(const PolicyAnswer& answer, const PolicyCluster& c) {
   if (!problem.empty()) return problem;
   if (answer.sync.mode != SyncMode::bsp && !c.bsp_only.empty())
     return "sync mode " + std::string(sync_mode_name(answer.sync.mode)) + " refused: " + c.bsp_only;
+  const Plan plan{answer.local_batch, answer.sync};
+  if (plan.sync.mode != SyncMode::bsp && plan.global_batch() != c.global_batch)
+    return fmt::format("sync mode {} refused with a global batch of {}: the relaxed modes train with the experiment's "
+                       "global_batch ({})", sync_mode_name(plan.sync.mode), plan.global_batch(), c.global_batch);
   try {
-    Plan{answer.local_batch, answer.sync}.validate(c.workers, c.global_batch);
+    plan.validate(c.workers, plan.global_batch());
   } catch (const std::exception& e) {
     return first_line(e.what());
   }
@@ -77,7 +91,11 @@ std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c) 
       return fmt::format("worker {} gets {}, outside its bounds [{}, {}]", r, b[r], c.min_batch[r], c.max_batch[r]);
   }
   const int64_t sum = std::accumulate(b.begin(), b.end(), int64_t{0});
-  if (sum != c.global_batch) return fmt::format("the local batches sum to {}, not the global batch {}", sum, c.global_batch);
+  if (c.batch_min() == c.batch_max() && sum != c.global_batch)
+    return fmt::format("the local batches sum to {}, not the global batch {}", sum, c.global_batch);
+  if (sum < c.batch_min() || sum > c.batch_max())
+    return fmt::format("the local batches sum to {}, outside policy.global_batch [{}, {}]", sum, c.batch_min(),
+                       c.batch_max());
   return "";
 }
 
@@ -211,7 +229,7 @@ bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_for
   }
   if (at != bytes.size()) return false;
   try {
-    for (const Job& j : window) worker_->observe(j.iteration, cluster_.global_batch, j.stats, j.cluster);
+    for (const Job& j : window) worker_->observe(j.iteration, observed_batch(j.in_force, cluster_.global_batch), j.stats, j.cluster);
   } catch (const PolicyFailure& f) {
     spdlog::warn("policy {}: the checkpoint's stats history was not taken: {}", name_, f.what());
     return false;
@@ -384,7 +402,7 @@ bool PolicyHost::ensure_worker(Decision& d) {
   try {
     auto fresh = std::make_unique<PolicyProcess>(cfg_.file, limits_);
     fresh->init(cluster_);
-    for (const Job& past : window_) fresh->observe(past.iteration, cluster_.global_batch, past.stats, past.cluster);
+    for (const Job& past : window_) fresh->observe(past.iteration, observed_batch(past.in_force, cluster_.global_batch), past.stats, past.cluster);
     worker_ = std::move(fresh);
   } catch (const PolicyFailure& f) {
     d.report.cost_ms += now_ms() - start;
@@ -403,7 +421,7 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
   }
   PolicyAnswer answer;
   try {
-    answer = worker_->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
+    answer = worker_->step(job.iteration, observed_batch(job.in_force, cluster_.global_batch), job.stats, job.cluster);
   } catch (const PolicyFailure& f) {
     d.report.cost_ms += worker_->last_call_ms();
     // Interrupted mid-call (past its budget or its memory cap), the policy's tables
@@ -423,6 +441,7 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
   }
   failures_ = 0;
   if (d.report.event == "idle") d.report.reason = answer.reason;  // else: a failed swap's reason
+  d.report.metrics = answer.metrics;
   if (answer.keep || (answer.local_batch == job.in_force && answer.sync == sync_in_force_)) {
     if (d.report.event == "idle") d.report.event = "keep";
     return;
@@ -469,8 +488,8 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
     stage = "handing over state";
     if (!disabled_ && worker_->alive()) next->restore_literal(worker_->save_literal());
     stage = "dry run";
-    for (const Job& past : window_) next->observe(past.iteration, cluster_.global_batch, past.stats, past.cluster);
-    answer = next->step(job.iteration, cluster_.global_batch, job.stats, job.cluster);
+    for (const Job& past : window_) next->observe(past.iteration, observed_batch(past.in_force, cluster_.global_batch), past.stats, past.cluster);
+    answer = next->step(job.iteration, observed_batch(job.in_force, cluster_.global_batch), job.stats, job.cluster);
     if (!answer.keep) {
       const std::string problem = plan_problem(answer, cluster_);
       if (!problem.empty()) throw PolicyFailure(PolicyFailure::Garbage, "the dry run returned an invalid plan: " + problem);
@@ -508,6 +527,7 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
   d.report.event = "swapped";
   d.report.policy = name_;
   d.report.reason = answer.reason.empty() ? r.message : answer.reason;
+  d.report.metrics = answer.metrics;
   if (!answer.keep && (answer.local_batch != job.in_force || answer.sync != sync_in_force_)) adopt(answer, d);
   return r;
 }

@@ -180,6 +180,10 @@ int build_cluster(lua_State* L) {
   lua_createtable(L, 0, 8);
   set_number(L, "workers", c.workers);
   set_number(L, "global_batch", static_cast<double>(c.global_batch));
+  set_number(L, "global_batch_min", static_cast<double>(c.batch_min()));
+  set_number(L, "global_batch_max", static_cast<double>(c.batch_max()));
+  lua_pushlstring(L, c.lr_scaling.data(), c.lr_scaling.size());
+  lua_setfield(L, -2, "lr_scaling");
   set_number(L, "history", c.history);
   push_int_array(L, c.min_batch);
   lua_setfield(L, -2, "min_batch");
@@ -440,8 +444,41 @@ PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const 
   }
   lua_pop(L_, 1);
   read_sync(ans, garbage, answer.sync);
+  read_metrics(ans, garbage, answer.metrics);
   answer.keep = false;
   return answer;
+}
+
+// metrics = {name = number, ...}, optional: raw reads, in a fixed order (sorted by
+// name) so that the trace does not depend on the table's hash order.
+template <typename Garbage>
+void PolicySandbox::read_metrics(int ans, const Garbage& garbage, std::vector<std::pair<std::string, double>>& metrics) {
+  lua_pushstring(L_, "metrics");
+  lua_rawget(L_, ans);
+  const int table = lua_gettop(L_);
+  if (lua_isnil(L_, table)) {
+    lua_pop(L_, 1);
+    return;
+  }
+  if (!lua_istable(L_, table)) throw garbage("returned metrics = " + lua_value_text(L_, table) + ", not a table");
+  lua_pushnil(L_);
+  while (lua_next(L_, table) != 0) {  // key at -2, value at -1
+    if (lua_type(L_, -2) != LUA_TSTRING) throw garbage("returned a metric named " + lua_value_text(L_, -2));
+    size_t len = 0;
+    const char* k = lua_tolstring(L_, -2, &len);
+    std::string name(k, len);
+    const bool plain = !name.empty() && name.size() <= 64 &&
+                       std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!plain) throw garbage("returned a metric named '" + name.substr(0, 64) + "' (letters, digits and _ only, at most 64)");
+    if (lua_type(L_, -1) != LUA_TNUMBER || !std::isfinite(lua_tonumber(L_, -1)))
+      throw garbage("returned metrics." + name + " = " + lua_value_text(L_, -1) + ", not a finite number");
+    if (metrics.size() == kMaxPolicyMetrics)
+      throw garbage("returned more than " + std::to_string(kMaxPolicyMetrics) + " metrics");
+    metrics.emplace_back(std::move(name), lua_tonumber(L_, -1));
+    lua_pop(L_, 1);
+  }
+  lua_pop(L_, 1);
+  std::sort(metrics.begin(), metrics.end());
 }
 
 // The sync-mode fields of a plan table, all optional: mode (bsp when absent: a plan

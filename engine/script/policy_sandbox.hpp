@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/script/capped_state.hpp"
@@ -31,12 +32,17 @@ struct PolicyLimits {
 // What init(cluster) receives.
 struct PolicyCluster {
   int workers = 1;
-  int64_t global_batch = 1;
+  int64_t global_batch = 1;  // the experiment's B0 (what lr is given for)
   std::vector<int64_t> min_batch, max_batch;  // per worker
   std::vector<std::string> devices;           // per worker, a label for the device
   std::string params_json = "{}";             // cluster.params
   int history = 20;                           // iterations kept in stats.history
   std::string bsp_only;  // why the run trains with bsp only ("": any sync mode; plan.hpp bsp_only_reason)
+  // The global batches a plan may carry (policy.global_batch; 0: B0 alone, fixed).
+  int64_t global_batch_min = 0, global_batch_max = 0;
+  std::string lr_scaling = "linear";  // how lr follows B (config.hpp LrScaling)
+  int64_t batch_min() const { return global_batch_min > 0 ? global_batch_min : global_batch; }
+  int64_t batch_max() const { return global_batch_max > 0 ? global_batch_max : global_batch; }
 };
 
 // What one step(stats) returned.
@@ -45,7 +51,11 @@ struct PolicyAnswer {
   std::vector<int64_t> local_batch;
   SyncPlan sync;     // from mode, groups, k, local_steps, staleness, sync_every (bsp when no mode)
   std::string reason;
+  // The quantities behind the decision (metrics = {name = number}), for the trace:
+  // at most kMaxPolicyMetrics, names of letters, digits and _, finite numbers.
+  std::vector<std::pair<std::string, double>> metrics;
 };
+constexpr size_t kMaxPolicyMetrics = 16;
 
 // Why a call failed (capped_state.hpp).
 using PolicyFailure = ScriptFailure;
@@ -94,6 +104,9 @@ private:
   void push_field(int table, const char* name);
   void push_policy_field(const char* name);
   bool has_policy_function(const char* name);
+  // The plan table's metrics (at stack index ans), sorted by name.
+  template <typename Garbage>
+  void read_metrics(int ans, const Garbage& garbage, std::vector<std::pair<std::string, double>>& metrics);
   // The plan table's sync-mode fields (at stack index ans) into sync.
   template <typename Garbage>
   void read_sync(int ans, const Garbage& garbage, SyncPlan& sync);

@@ -38,6 +38,9 @@ void WireReader::fail(const char* field) const {
 void put_cluster(WireWriter& w, const PolicyCluster& c) {
   w.put<int32_t>(c.workers);
   w.put<int64_t>(c.global_batch);
+  w.put<int64_t>(c.global_batch_min);
+  w.put<int64_t>(c.global_batch_max);
+  w.put_string(c.lr_scaling);
   w.put_vector(c.min_batch);
   w.put_vector(c.max_batch);
   w.put<uint64_t>(c.devices.size());
@@ -50,6 +53,9 @@ PolicyCluster get_cluster(WireReader& r) {
   PolicyCluster c;
   c.workers = r.get<int32_t>("cluster.workers");
   c.global_batch = r.get<int64_t>("cluster.global_batch");
+  c.global_batch_min = r.get<int64_t>("cluster.global_batch_min");
+  c.global_batch_max = r.get<int64_t>("cluster.global_batch_max");
+  c.lr_scaling = r.get_string("cluster.lr_scaling");
   c.min_batch = r.get_vector<int64_t>("cluster.min_batch");
   c.max_batch = r.get_vector<int64_t>("cluster.max_batch");
   const uint64_t n = r.get<uint64_t>("cluster.devices");
@@ -70,6 +76,11 @@ void put_answer(WireWriter& w, const PolicyAnswer& a) {
   w.put<int32_t>(a.sync.staleness);
   w.put<int32_t>(a.sync.sync_every);
   w.put_string(a.reason);
+  w.put<uint64_t>(a.metrics.size());
+  for (const auto& [name, value] : a.metrics) {
+    w.put_string(name);
+    w.put<double>(value);
+  }
 }
 
 PolicyAnswer get_answer(WireReader& r) {
@@ -86,6 +97,13 @@ PolicyAnswer get_answer(WireReader& r) {
   a.sync.staleness = r.get<int32_t>("answer.staleness");
   a.sync.sync_every = r.get<int32_t>("answer.sync_every");
   a.reason = r.get_string("answer.reason");
+  const uint64_t metrics = r.get<uint64_t>("answer.metrics");
+  if (metrics > kMaxPolicyMetrics)
+    throw ScriptFailure(ScriptFailure::Garbage, "answer.metrics: " + std::to_string(metrics) + " of them");
+  for (uint64_t i = 0; i < metrics; ++i) {
+    std::string name = r.get_string("answer.metrics");
+    a.metrics.emplace_back(std::move(name), r.get<double>("answer.metrics"));
+  }
   return a;
 }
 

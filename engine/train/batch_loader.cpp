@@ -5,14 +5,18 @@ namespace tandem {
 BatchLoader::BatchLoader(const Dataset& data, const GlobalSampler& sampler, Device& dev)
     : data_(data), sampler_(sampler), dev_(dev), input_(dev) {}
 
+int64_t BatchLoader::start_of(int64_t iteration) const {
+  return positions_ ? positions_->at(iteration).start : sampler_.start_of(iteration);
+}
+
 void BatchLoader::fill(int slot, const Slice& s) {
-  sampler_.slice(s.iteration, s.offset, s.count, indices_);
+  sampler_.slice_at(s.start, s.offset, s.count, indices_);
   input_.fill(data_, indices_.data(), s.count, x_[slot], labels_[slot]);
   slice_[slot] = s;
 }
 
 const Tensor& BatchLoader::load(int64_t iteration, int64_t offset, int64_t count) {
-  const Slice want{iteration, offset, count};
+  const Slice want{iteration, start_of(iteration), offset, count};
   const int other = current_ ^ 1;
   if (slice_[other] == want) {
     current_ = other;  // prefetched
@@ -25,7 +29,7 @@ const Tensor& BatchLoader::load(int64_t iteration, int64_t offset, int64_t count
 
 void BatchLoader::prefetch(int64_t iteration, int64_t offset, int64_t count) {
   if (dev_.kind() == DeviceKind::cpu) return;
-  fill(current_ ^ 1, Slice{iteration, offset, count});
+  fill(current_ ^ 1, Slice{iteration, start_of(iteration), offset, count});
 }
 
 }  // namespace tandem

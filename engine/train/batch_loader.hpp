@@ -12,6 +12,7 @@
 
 #include "engine/core/tensor.hpp"
 #include "engine/data/dataset.hpp"
+#include "engine/data/batch_positions.hpp"
 #include "engine/data/sampler.hpp"
 #include "engine/train/device_input.hpp"
 
@@ -20,6 +21,9 @@ namespace tandem {
 class BatchLoader {
 public:
   BatchLoader(const Dataset& data, const GlobalSampler& sampler, Device& dev);
+  // Iterations' global batches placed by `positions` (the trainer's: B may change)
+  // rather than by the sampler's fixed B.
+  void use_positions(const BatchPositions& positions) { positions_ = &positions; }
   // Positions [offset, offset + count) of iteration t's global batch.
   const Tensor& load(int64_t iteration, int64_t offset, int64_t count);
   // Starts loading a later load()'s batch now. Only a device that computes
@@ -32,15 +36,17 @@ public:
 
 private:
   struct Slice {
-    int64_t iteration = -1, offset = 0, count = 0;
+    int64_t iteration = -1, start = 0, offset = 0, count = 0;
     bool operator==(const Slice& o) const {
-      return iteration == o.iteration && offset == o.offset && count == o.count;
+      return iteration == o.iteration && start == o.start && offset == o.offset && count == o.count;
     }
   };
+  int64_t start_of(int64_t iteration) const;
   void fill(int slot, const Slice& s);
 
   const Dataset& data_;
   const GlobalSampler& sampler_;
+  const BatchPositions* positions_ = nullptr;
   Device& dev_;
   DeviceInput input_;
   // Two slots: the batch in use and the one being prefetched.

@@ -24,8 +24,13 @@ Boundary::Boundary(const BoundaryParts& parts, const std::string& host, const st
     : p_(parts), eval_every_(parts.cfg.eval_every > 0 ? parts.cfg.eval_every : parts.per_epoch), host_(host),
       device_(device), console_(parts.console, parts.comm, parts.emulator, parts.cfg.global_batch, parts.total,
                parts.model.targets_per_sample()),
-      reports_(static_cast<size_t>(parts.comm.size())), cluster_(cluster) {
+      reports_(static_cast<size_t>(parts.comm.size())), cluster_(cluster),
+      adascale_(parts.cfg.lr_scaling == "adascale" && parts.cfg.adaptive_batch()) {
   if (!pending.empty()) std::memcpy(reports_.data(), pending.data(), pending.size());
+}
+
+int64_t Boundary::epoch_samples() const {
+  return static_cast<int64_t>(std::ceil(p_.cfg.stop.epochs * static_cast<double>(p_.per_epoch))) * p_.cfg.global_batch;
 }
 
 void Boundary::open(int64_t t, const Plan& plan) {
@@ -58,6 +63,7 @@ void Boundary::finish_and_submit(int64_t t, double* stats_ms) {
     p_.policy->submit(t - 1, reports_, cluster_);
     submitted_ = true;
   }
+  if (adascale_ && reports_[0].valid) noise_.observe(reports_, cluster_.global_grad_sq);
 }
 
 void Boundary::stats_in(int64_t t, double* stats_ms) {
@@ -79,6 +85,7 @@ Control Boundary::decide(int64_t t, double* stats_ms) {
   }
   record(t - 1);
   decide_common(c, t + 1);
+  if (adascale_ && noise_.known()) c.noise_scale = noise_.phi();
   return c;
 }
 
@@ -104,7 +111,11 @@ void Boundary::decide_common(Control& c, int64_t done) {
 
 void Boundary::record(int64_t iteration, const SyncRecord* sync) {
   if (!p_.recorder || !reports_[0].valid) return;
-  p_.recorder->iteration(iteration, p_.schedule.at(iteration), reports_, wall_s(), p_.progress.train_ms / 1000.0,
+  // The samples drawn and the learning rate are those after `iteration`'s update
+  // (bsp records it during the next iteration, before that one's update).
+  p_.recorder->set_samples_drawn(p_.progress.samples_drawn, p_.cfg.global_batch);
+  const double lr = p_.progress.lr_iteration == iteration ? p_.progress.lr : p_.schedule.at(iteration);
+  p_.recorder->iteration(iteration, lr, reports_, wall_s(), p_.progress.train_ms / 1000.0,
                          p_.policy ? &decision_ : nullptr, sync);
   console_.remember(iteration, reports_, sync ? sync->mode : "", wall_s());
 }
@@ -178,14 +189,21 @@ Control Boundary::exchange(StepResult& r, const Plan& plan) {
 
 bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
   if (c.plan) {
-    c.plan->validate(p_.comm.size(), p_.cfg.global_batch);
+    const int64_t b = c.plan->global_batch();
+    TANDEM_CHECK(b >= p_.cfg.global_batch_min() && b <= p_.cfg.global_batch_max(), "plan ", c.plan->str(),
+                 " carries a global batch of ", b, ", outside policy.global_batch [", p_.cfg.global_batch_min(), ", ",
+                 p_.cfg.global_batch_max(), "] (a bug in tandem: the policy host checks it)");
+    c.plan->validate(p_.comm.size(), b);
     plan = std::move(*c.plan);
   }
   bool stop = c.stop;
   if (console_.apply(c, done, plan, p_.timeline, wall_s(), p_.summary.test_accuracy.value_or(-1.0))) stop = true;
-  const bool last = done >= p_.total;
+  // With B adaptive, stop.epochs counts samples: the run ends once they are drawn.
+  const bool epochs_drawn = p_.cfg.adaptive_batch() && p_.progress.samples_drawn >= epoch_samples();
+  const bool last = done >= p_.total || epochs_drawn;
   if (last) record_last(done);  // its progress line before the final evaluation's
   if ((done % eval_every_ == 0 || last) && evaluate(done)) return true;
+  if (epochs_drawn) return true;  // (its final checkpoint in finish())
   // (A run that stops here gets its final checkpoint in finish().)
   if (!stop && done < p_.total) checkpoint_if_decided(done, plan, c);
   if (!stop) return false;
@@ -211,7 +229,7 @@ bool Boundary::evaluate(int64_t done) {
   p_.summary.test_loss = loss;
   p_.summary.best_test_loss = std::min(p_.summary.best_test_loss.value_or(loss), loss);
   if (p_.recorder)
-    p_.recorder->eval({done, static_cast<double>(done) / static_cast<double>(p_.per_epoch), loss,
+    p_.recorder->eval({done, p_.progress.epochs(p_.per_epoch, p_.cfg.global_batch), loss,
                      accuracy, clock.elapsed_ms(), p_.progress.train_ms / 1000.0});
   p_.timeline.restart();  // evaluations are not training time
   const StopConfig& stop = p_.cfg.stop;
@@ -266,6 +284,10 @@ void Boundary::write_checkpoint(int64_t done, const Plan& in_force) {
   }
   s.train_ms = p_.progress.train_ms;
   s.samples = p_.progress.samples;
+  s.samples_drawn = p_.progress.samples_drawn;
+  s.sample_cursor = p_.progress.sample_cursor;
+  s.noise_scale = p_.progress.noise_scale;
+  if (adascale_) s.noise_state = noise_.state();
   s.version = p_.progress.version;
   s.test_accuracy = p_.summary.test_accuracy.value_or(0.0);  // the file's 0: none yet
   s.best_test_accuracy = p_.summary.best_test_accuracy.value_or(0.0);
@@ -301,7 +323,7 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
       done < static_cast<int64_t>(std::ceil(p_.cfg.stop.epochs * static_cast<double>(p_.per_epoch))))
     s.stop_reason = "max_iterations";
   s.iterations = done;
-  s.epochs = static_cast<double>(done) / static_cast<double>(p_.per_epoch);
+  s.epochs = p_.progress.epochs(p_.per_epoch, p_.cfg.global_batch);
   s.train_s = p_.progress.train_ms / 1000.0;
   s.samples_per_s = p_.progress.train_ms > 0 ? static_cast<double>(p_.progress.samples) / s.train_s : 0.0;
   s.wall_s = wall_s();

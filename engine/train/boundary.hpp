@@ -29,6 +29,7 @@
 #include "engine/train/control.hpp"
 #include "engine/train/emulation/faults.hpp"
 #include "engine/train/plan_policy.hpp"
+#include "engine/train/noise_scale.hpp"
 #include "engine/train/progress.hpp"
 #include "engine/train/record/run_recorder.hpp"
 #include "engine/train/sync/relaxed_segment.hpp"
@@ -90,6 +91,8 @@ public:
   double post_ms() const { return post_ms_; }
   // Iterations between test evaluations (a relaxed segment ends at the next one).
   int64_t eval_every() const { return eval_every_; }
+  // A resumed run's noise-scale estimate (lr_scaling = 'adascale'), from its checkpoint.
+  void restore_noise_scale(const std::vector<double>& state) { noise_.restore(state); }
 
   // Relaxed: the last bsp iteration's stats are recorded before a segment starts.
   void before_segment(int64_t t);
@@ -104,6 +107,8 @@ public:
 
 private:
   bool rank0() const { return p_.comm.rank() == 0; }
+  // The samples of stop.epochs at B0: where a run with B adaptive ends.
+  int64_t epoch_samples() const;
   // Who this rank is and where it runs, on stats of iteration t.
   void stamp(WorkerStats& w, int64_t t) const;
   // The stats of t-1 completed; rank 0 hands them to the policy.
@@ -133,6 +138,10 @@ private:
   bool submitted_ = false;            // the policy was asked about t-1
   PolicyReport decision_;             // its decision on t-1, sent in t
   ClusterStats cluster_;              // what the policy gets beside the last bsp stats
+  // Rank 0, lr_scaling = 'adascale' with B adaptive: the noise scale every rank's
+  // learning-rate gain follows (sent in the Control).
+  bool adascale_ = false;
+  NoiseScale noise_;
 };
 
 }  // namespace tandem

@@ -108,7 +108,18 @@ struct PolicyConfig {
   bool watch = true;               // reload the policy when its file changes
   int64_t min_batch = 0;                // every worker's lower bound
   std::vector<int64_t> max_batch;       // per worker upper bound (its memory cap); default B
+  // policy.global_batch = {min, max}: the global batches a plan may carry (issue 23:
+  // adaptive B); 0 = the experiment's global_batch (fixed, as without the setting).
+  int64_t global_batch_min = 0;
+  int64_t global_batch_max = 0;
 };
+
+// How the learning rate follows a plan's global batch B against the experiment's B0
+// (global_batch, for which lr is given): linear (lr B / B0, Goyal et al.), sqrt
+// (lr sqrt(B / B0)), or adascale (lr times AdaScale's gain r = (phi / B0 + 1) /
+// (phi / B + 1), phi the gradient noise scale measured in training; Johnson et al.
+// 2020). Equal to lr at B = B0 in every case.
+enum class LrScaling : int { linear = 0, sqrt = 1, adascale = 2 };
 
 // Where workers compute (engine/train/device_choice.hpp).
 struct DeviceConfig {
@@ -160,6 +171,12 @@ struct ExperimentConfig {
   ModelSpec model;
   DataConfig data;
   int64_t global_batch = 64;
+  std::string lr_scaling = "linear";  // LrScaling by name
+  // The smallest and largest global batch a plan may carry (policy.global_batch,
+  // resolved: both global_batch when fixed).
+  int64_t global_batch_min() const { return policy.global_batch_min > 0 ? policy.global_batch_min : global_batch; }
+  int64_t global_batch_max() const { return policy.global_batch_max > 0 ? policy.global_batch_max : global_batch; }
+  bool adaptive_batch() const { return global_batch_min() != global_batch_max(); }
   // Micro-batches per worker and step (gradient accumulation, engine/train/step.hpp).
   int64_t accumulate = 1;
   ElasticConfig elastic;

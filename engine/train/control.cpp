@@ -25,6 +25,7 @@ enum Field : size_t {
   kSlowWorker,
   kSlowSpeed,
   kSlowIterations,
+  kNoiseScale,  // 0: none sent
   kFields
 };
 
@@ -78,6 +79,8 @@ void ControlWire::encode(const Control& c, int rank, float* out) const {
       out[kSlowSpeed] = static_cast<float>(c.slowdown->speed);
       out[kSlowIterations] = exact(c.slowdown->iterations, "a slowdown's iterations");
     }
+    if (c.noise_scale && *c.noise_scale > 0.0 && std::isfinite(*c.noise_scale))
+      out[kNoiseScale] = static_cast<float>(std::min(*c.noise_scale, 1e30));
   }
   if (static_cast<size_t>(rank) < c.nonfinite.size() && c.nonfinite[static_cast<size_t>(rank)])
     out[kFields + 2 * n + static_cast<size_t>(rank)] = 1.0f;
@@ -89,6 +92,7 @@ Control ControlWire::decode(const float* in) const {
   c.stop = flag(in[kStop]);
   c.pause = flag(in[kPause]);
   c.checkpoint = flag(in[kCheckpoint]);
+  if (in[kNoiseScale] > 0.0f) c.noise_scale = static_cast<double>(in[kNoiseScale]);
   if (flag(in[kHasPlan])) {
     Plan p;
     p.sync.mode = static_cast<SyncMode>(integer(in[kMode]));

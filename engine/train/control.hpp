@@ -34,6 +34,10 @@ struct Control {
   bool checkpoint = false;  // rank 0 writes a checkpoint at this boundary
   std::optional<Plan> plan;  // the policy's next plan (validated by every rank)
   std::optional<SlowdownRequest> slowdown;
+  // Rank 0's gradient noise scale (train/noise_scale.hpp), for lr_scaling =
+  // 'adascale': every rank's learning-rate gain follows it from the next iteration.
+  // Travels at float precision; every rank reads the same float.
+  std::optional<double> noise_scale;
   // By rank: that rank's loss or gradient was not finite this step (bsp only); every
   // rank then sees the same flags and skips the same step.
   std::vector<bool> nonfinite;

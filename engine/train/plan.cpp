@@ -215,6 +215,13 @@ Plan Plan::random(int world_size, int64_t global_batch_size, uint64_t seed) {
   return proportional(weights, global_batch_size);
 }
 
+Plan Plan::random(int world_size, int64_t min_batch, int64_t max_batch, uint64_t seed) {
+  if (min_batch >= max_batch) return random(world_size, max_batch, seed);
+  Rng rng(mix_seed(seed, 0x42ULL));
+  const int64_t batch = min_batch + static_cast<int64_t>(rng.below(static_cast<uint64_t>(max_batch - min_batch + 1)));
+  return random(world_size, batch, seed);
+}
+
 bool stats_record_fits(const WorkerStats& w, int rank, int world) {
   return w.rank == rank && (w.valid == 0 || w.valid == 1) && w.group >= 0 && w.group < world &&
          known_sync_mode(w.sync_mode) && w.local_batch >= 0;

@@ -95,6 +95,9 @@ struct Plan {
   // A different uneven split every iteration, zeros included, from the seed: a test
   // of the engine (any plan must give the same training), not a balancing policy.
   static Plan random(int world_size, int64_t global_batch, uint64_t seed);
+  // The same with a global batch drawn from [min_batch, max_batch] first, from the
+  // seed alone (one worker and many draw the same B: the exactness tests).
+  static Plan random(int world_size, int64_t min_batch, int64_t max_batch, uint64_t seed);
 };
 
 // Why this experiment trains with bsp only ("" when the relaxed modes may run): their

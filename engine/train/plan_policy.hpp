@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/train/plan.hpp"
@@ -40,6 +41,9 @@ struct PolicyReport {
   std::vector<int64_t> plan;    // the new plan, for event plan / swapped
   std::string sync;             // its sync mode (SyncPlan::str()), with the plan
   int64_t applies_from = -1;    // the first iteration that runs it (set by the trainer)
+  // The quantities behind the decision, as the policy returned them (metrics =
+  // {...}: noise scale, predicted goodput, ...), sorted by name.
+  std::vector<std::pair<std::string, double>> metrics;
 };
 
 class PlanPolicy {

@@ -19,6 +19,18 @@ struct Progress {
   int64_t samples = 0;        // samples trained on
   int64_t version = 0;        // weight updates applied (every rank holds the same)
   int64_t skipped_steps = 0;  // steps skipped for a NaN or Inf
+  // Samples the iterations done drew (the sum of their global batches, skipped steps
+  // included): epochs and learning-rate schedules count these when B may change.
+  int64_t samples_drawn = 0;
+  int64_t sample_cursor = 0;  // where the next global batch is drawn from (BatchPositions), for checkpoints
+  double noise_scale = 0.0;  // the gradient noise scale in force (lr_scaling = 'adascale'; 0: not known)
+  double lr = 0.0;           // the learning rate of iteration lr_iteration's update (bsp)
+  int64_t lr_iteration = -1;
+  // Epochs done: samples drawn over an epoch's samples at the experiment's B0
+  // (per_epoch global batches of B0); with B fixed, iterations over per_epoch.
+  double epochs(int64_t per_epoch, int64_t base_batch) const {
+    return static_cast<double>(samples_drawn) / static_cast<double>(per_epoch * base_batch);
+  }
 };
 
 class Timeline {

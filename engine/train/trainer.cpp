@@ -13,6 +13,7 @@
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
 #include "engine/data/datasets.hpp"
+#include "engine/data/batch_positions.hpp"
 #include "engine/data/sampler.hpp"
 #include "engine/nn/lr_schedule.hpp"
 #include "engine/nn/model.hpp"
@@ -137,7 +138,13 @@ private:
 
   std::unique_ptr<Dataset> train_set_, test_set_;
   std::unique_ptr<GlobalSampler> sampler_;
-  int64_t per_epoch_ = 0, total_ = 0;
+  std::unique_ptr<BatchPositions> positions_;  // where each iteration's global batch lies
+  // per_epoch_: global batches of B0 in an epoch; total_: the run's iterations at
+  // most (B adaptive: counted at policy.global_batch.min; the run ends once its
+  // epochs' samples are drawn); schedule_total_: the run's length in batches of B0,
+  // what a cosine schedule spans.
+  int64_t per_epoch_ = 0, total_ = 0, schedule_total_ = 0;
+  std::vector<double> noise_state_;  // a resumed run's noise-scale estimate (rank 0)
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -195,6 +202,15 @@ void Trainer::load_data() {
   per_epoch_ = sampler_->iterations_per_epoch();
   total_ = static_cast<int64_t>(std::ceil(cfg_.stop.epochs * static_cast<double>(per_epoch_)));
   if (cfg_.stop.max_iterations) total_ = std::min(total_, *cfg_.stop.max_iterations);
+  schedule_total_ = total_;
+  if (cfg_.adaptive_batch()) {
+    // A schedule spans the epochs, in batches of B0; max_iterations caps the run only.
+    schedule_total_ = static_cast<int64_t>(std::ceil(cfg_.stop.epochs * static_cast<double>(per_epoch_)));
+    const double samples = std::ceil(cfg_.stop.epochs * static_cast<double>(per_epoch_)) *
+                           static_cast<double>(cfg_.global_batch);
+    total_ = static_cast<int64_t>(std::ceil(samples / static_cast<double>(cfg_.global_batch_min())));
+    if (cfg_.stop.max_iterations) total_ = std::min(total_, *cfg_.stop.max_iterations);
+  }
 }
 
 void Trainer::build_model() {
@@ -213,7 +229,7 @@ void Trainer::build_model() {
                     "has one)", "accumulate = ", cfg_.accumulate, " cannot keep batch norm exact in model '",
                     cfg_.model.name, "': its statistics would be each micro-batch's");
   optimizer_ = make_optimizer(dev_, *model_, cfg_.optimizer);
-  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, total_);
+  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, schedule_total_);
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, cfg_.accumulate);
   reducer_ = std::make_unique<CommReducer>(comm_);
   gradients_ = std::make_unique<GradientSync>(*model_, comm_);
@@ -250,6 +266,11 @@ void Trainer::resume() {
   progress_.version = s.version;
   progress_.samples = s.samples;
   progress_.train_ms = s.train_ms;
+  // A file from before adaptive batches: B was fixed, the sampler's own mapping.
+  progress_.samples_drawn = s.samples_drawn >= 0 ? s.samples_drawn : s.iteration * cfg_.global_batch;
+  progress_.sample_cursor = s.sample_cursor >= 0 ? s.sample_cursor : sampler_->start_of(s.iteration);
+  progress_.noise_scale = s.noise_scale;
+  noise_state_ = s.noise_state;
   // The file keeps 0 for "not evaluated yet" (an evaluated accuracy of exactly 0 reads so too).
   if (s.best_test_accuracy > 0) {
     summary_.test_accuracy = s.test_accuracy;
@@ -261,9 +282,11 @@ void Trainer::resume() {
   bool same_cluster = s.world == world_;
   if (same_cluster) {
     try {
-      s.plan.validate(world_, cfg_.global_batch);
+      const int64_t b = s.plan.global_batch();
+      TANDEM_CHECK(b >= cfg_.global_batch_min() && b <= cfg_.global_batch_max(), "outside the global batches");
+      s.plan.validate(world_, b);
     } catch (const std::exception&) {
-      same_cluster = false;  // the global batch was changed on resume
+      same_cluster = false;  // the global batch (or its range) was changed on resume
     }
   }
   if (same_cluster) plan_ = s.plan;
@@ -319,6 +342,9 @@ void Trainer::start_recording() {
 // The parts of the loop, and the start-up collective after which every rank's
 // clock counts.
 void Trainer::start_loop() {
+  positions_ = std::make_unique<BatchPositions>(train_set_->size(), plan_.global_batch(), first_,
+                                                progress_.sample_cursor, progress_.samples_drawn);
+  loader_->use_positions(*positions_);
   comm_.prepare_allreduce(gradients_->floats());
   segments_ = std::make_unique<SegmentRunner>(cfg_, comm_, *model_, *optimizer_, *step_, *loader_, *emulator_, machine_,
                                               *schedule_);
@@ -328,7 +354,8 @@ void Trainer::start_loop() {
                       *emulator_,  policy_,        recorder_.get(), console_.get(), progress_, timeline_, summary_,
                       wall_,       per_epoch_,     total_};
   boundary_ = std::make_unique<Boundary>(parts, host_name(), dev_.name(), pending_, cluster_);
-  BspParts bsp{cfg_,       comm_,      *model_,    *step_,  *loader_,  *gradients_, world_ > 1 ? reducer_.get() : nullptr,
+  boundary_->restore_noise_scale(noise_state_);
+  BspParts bsp{cfg_,       comm_,      *model_,    *step_,  *loader_,  *positions_, *gradients_, world_ > 1 ? reducer_.get() : nullptr,
                *emulator_, machine_,   *schedule_, *faults_, progress_, timeline_,   total_};
   bsp_ = std::make_unique<BspStep>(bsp, !random_plans_);
   if (rank_ == 0 && plan_.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan_.sync.str());
@@ -344,7 +371,10 @@ RunSummary Trainer::run() {
   int64_t t = first_;
   while (t < total_) {
     boundary_->open(t, plan_);  // rank 0: the console's commands since the last boundary
-    if (random_plans_) plan_ = Plan::random(world_, cfg_.global_batch, mix_seed(cfg_.seed ^ 0x706c616eULL, t));
+    if (random_plans_)
+      plan_ = Plan::random(world_, cfg_.global_batch_min(), cfg_.global_batch_max(),
+                           mix_seed(cfg_.seed ^ 0x706c616eULL, t));
+    positions_->resize(t, plan_.global_batch());
     StepResult r = relaxed() ? segment(t) : bsp_->run(plan_, t, *boundary_);
     Control c = boundary_->exchange(r, plan_);
     t = r.done;
@@ -363,7 +393,13 @@ StepResult Trainer::segment(int64_t t) {
   SegmentResult seg = segments_->run(plan_, t, std::min(total_ - t, to_eval), timeline_.anchor(), timeline_.origin(),
                                      &progress_.version);
   progress_.train_ms += seg.segment_ms;
-  progress_.samples += seg.iterations * cfg_.global_batch;
+  const int64_t b = plan_.global_batch();  // the relaxed modes keep one B (the experiment's)
+  progress_.samples += seg.iterations * b;
+  if (seg.iterations > 0) {
+    const BatchSpan last = positions_->at(t + seg.iterations - 1);
+    progress_.samples_drawn = last.samples_before + last.size;
+    progress_.sample_cursor = last.start + last.size;
+  }
   progress_.skipped_steps += seg.skipped + seg.server.nonfinite;
   StepResult r;
   r.done = t + seg.iterations;

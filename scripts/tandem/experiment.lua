@@ -84,6 +84,10 @@ M.schema = record {
                                   .. "(torch.optim.AdamW: decoupled weight decay on weights and embeddings, none on "
                                   .. "biases and norms; bsp sync only)" }),
   lr = number(0.05, { gt = 0, doc = 'peak learning rate' }),
+  lr_scaling = string_('linear', { one_of = { 'linear', 'sqrt', 'adascale' },
+                                   doc = 'how lr follows a plan whose global batch B is not global_batch (B0): '
+                                      .. 'linear lr*B/B0, sqrt lr*sqrt(B/B0), adascale lr times AdaScale\'s gain '
+                                      .. '(phi/B0 + 1)/(phi/B + 1), phi the gradient noise scale measured in training' }),
   momentum = number(0.9, { min = 0, lt = 1, doc = 'sgd' }),
   weight_decay = number(0, { min = 0 }),
   nesterov = boolean(false, { doc = 'sgd' }),
@@ -223,7 +227,12 @@ M.schema = record {
     watch = boolean(true, { doc = 'reload the policy when its file changes (hot swap)' }),
     min_batch = integer(0, { min = 0, doc = "every worker's smallest local batch" }),
     max_batch = list(integer(nil, { min = 1 }), { doc = "per worker, its largest local batch (its memory cap); "
-                                                   .. 'default: global_batch' }),
+                                                   .. 'default: global_batch (policy.global_batch.max when set)' }),
+    global_batch = record({
+      min = integer(0, { min = 0, max = MAX_INT, doc = 'the smallest global batch a plan may carry (0: global_batch)' }),
+      max = integer(0, { min = 0, max = MAX_INT, doc = 'the largest (0: global_batch); min < max lets a policy '
+                                                    .. 'choose B (goodput), the learning rate following lr_scaling' }),
+    }, { doc = 'the global batches a plan may carry; default: global_batch alone (fixed)' }),
   },
   -- Emulated heterogeneity (engine/train/emulation/emulator.hpp). Ranks are numbered from 0.
   emulation = record {
@@ -854,6 +863,15 @@ function M.resolve(exp, overrides, source, world)
     end
   end
 
+  -- The global batches a plan may carry: B alone unless policy.global_batch says.
+  local set_range = exp.policy.global_batch
+  local range = { min = set_range.min > 0 and set_range.min or B, max = set_range.max > 0 and set_range.max or B }
+  if not (range.min <= B and B <= range.max) then
+    fail(ctx, 'policy.global_batch',
+         string.format('policy.global_batch = {min = %d, max = %d} does not hold global_batch = %d', range.min,
+                       range.max, B),
+         'make min <= global_batch <= max: global_batch is where training starts and what lr is given for')
+  end
   if B < n then
     fail(ctx, at('global_batch'),
          string.format("'global_batch' must be >= the number of workers (%d), got %d", n, B),
@@ -901,6 +919,11 @@ function M.resolve(exp, overrides, source, world)
       fail(ctx, 'global_batch', string.format("'global_batch' must be <= %d, the training samples of %s, got %d",
                                               train_size, data.name, B),
            'lower global_batch: an iteration draws its global batch from the training set without repeats')
+    end
+    if range.max > train_size then
+      fail(ctx, 'policy.global_batch.max', string.format("'policy.global_batch.max' must be <= %d, the training "
+                                                          .. 'samples of %s, got %d', train_size, data.name, range.max),
+           'lower policy.global_batch.max: an iteration draws its global batch from the training set without repeats')
     end
     -- An evaluation batch past the test set evaluates it at once, as the test set's
     -- size does, without allocating room for samples that are not there.
@@ -1102,7 +1125,7 @@ function M.resolve(exp, overrides, source, world)
              'a worker memory cap needs the model\'s memory by batch: emulation.memory = {batch = {...}, mb = {...}}',
              'take both lists from `tandem profile` (its batch and memory_mb)')
       end
-      local lo, hi = 0, B
+      local lo, hi = 0, range.max
       while lo < hi do  -- the largest batch that fits
         local mid = math.floor((lo + hi + 1) / 2)
         if memory_at(mid, m) <= w.memory_mb then lo = mid else hi = mid - 1 end
@@ -1114,9 +1137,9 @@ function M.resolve(exp, overrides, source, world)
       end
       -- With gradient accumulation the worker holds one micro-batch at a time (of at
       -- most ceil(b / accumulate) samples): it takes accumulate times what fits at once.
-      lo = math.min(lo * exp.accumulate, B)
+      lo = math.min(lo * exp.accumulate, range.max)
       pol.max_batch = pol.max_batch or {}
-      for r = 1, n do pol.max_batch[r] = pol.max_batch[r] or B end
+      for r = 1, n do pol.max_batch[r] = pol.max_batch[r] or range.max end
       if lo < pol.max_batch[i] then
         pol.max_batch[i] = lo
         cap_source[i] = string.format('emulation.workers[%d].memory_mb', i)
@@ -1148,7 +1171,7 @@ function M.resolve(exp, overrides, source, world)
   if pol.file then
     local lo, hi = 0, 0
     for r = 1, n do
-      local cap = pol.max_batch and pol.max_batch[r] or B
+      local cap = pol.max_batch and pol.max_batch[r] or range.max
       local source = cap_source[r] or 'global_batch'
       if pol.min_batch > cap then
         fail(ctx, 'policy.min_batch',

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -112,4 +113,32 @@ BOOST_AUTO_TEST_CASE(a_gpt_with_adamw_and_clipping_trains_the_same_under_any_pla
   BOOST_TEST(scaled_difference(one, accumulated) < 1e-6);
   const auto untrained = train("gpt-untrained", "stop.max_iterations=1 lr=1e-9", gpt, 8);
   BOOST_TEST(scaled_difference(one, untrained) > 1e-3);
+}
+
+// Plans that change the global batch as well as the split (policy.global_batch =
+// {min, max}; here a random B in [16, 300] and a random split every iteration)
+// train exactly like one worker fed the same sequence of global batches: the sampler
+// places each B in its stream of samples, the update divides by the plan's sum, and
+// the learning rate follows lr_scaling (sqrt here) of that B. The one worker draws
+// the same B sequence (Plan::random takes B from the seed alone); the trace shows
+// that B really changed.
+BOOST_AUTO_TEST_CASE(plans_that_change_the_global_batch_train_like_one_worker) {
+  const std::string adaptive = "plan.kind=random policy.global_batch={min=16,max=300} lr_scaling=sqrt";
+  const auto one = train("adaptive-one", adaptive);
+  const auto four = train("adaptive-four", "--workers 4 " + adaptive);
+  const auto fixed = train("adaptive-fixed", "");
+  std::cout << "global batch changing, scaled difference to one worker " << scaled_difference(one, four) << std::endl;
+  BOOST_TEST(scaled_difference(one, four) < 1e-6);
+  BOOST_TEST(scaled_difference(one, fixed) > 1e-3);  // other batches: other parameters
+  std::ifstream trace(scratch().file("adaptive-four") + "/trace.jsonl");
+  std::vector<int64_t> batches;
+  for (std::string line; std::getline(trace, line);) {
+    const auto at = line.find("\"global_batch\":");
+    if (line.find("\"event\":\"iteration\"") != std::string::npos && at != std::string::npos)
+      batches.push_back(std::stoll(line.substr(at + 15)));
+  }
+  BOOST_REQUIRE_EQUAL(batches.size(), 20u);
+  BOOST_TEST(*std::min_element(batches.begin(), batches.end()) >= 16);
+  BOOST_TEST(*std::max_element(batches.begin(), batches.end()) <= 300);
+  BOOST_TEST(std::set<int64_t>(batches.begin(), batches.end()).size() > 10u);
 }

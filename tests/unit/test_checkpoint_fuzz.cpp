@@ -202,6 +202,14 @@ std::set<std::string> violations(const std::string& header, size_t between, cons
   for (const char* k : {"samples", "version"}) require(int_in(at(h, k), 0, kMaxCount), k);
   // Absent in files from before AdamW: 0 then.
   require(!at(h, "optimizer_steps") || int_in(at(h, "optimizer_steps"), 0, kMaxCount), "optimizer_steps");
+  // Absent in files from before adaptive global batches; the sampler's place comes
+  // as a pair (sample_cursor alone is not read).
+  if (at(h, "samples_drawn")) {
+    require(int_in(at(h, "samples_drawn"), 0, kMaxCount), "samples_drawn");
+    if (int_in(at(h, "samples_drawn"), 0, kMaxCount))
+      require(int_in(at(h, "sample_cursor"), 0, kMaxCount), "sample_cursor");
+  }
+  require(!at(h, "noise_scale") || number_in(at(h, "noise_scale"), 0, 1e30), "noise_scale");
   for (const char* k : {"test_accuracy", "best_test_accuracy"}) require(number_in(at(h, k), 0, 1), k);
   const json* t = at(h, "time_to_target_s");
   require(t && (t->is_null() || number_in(t, 0, kMaxCount)), "time_to_target_s");

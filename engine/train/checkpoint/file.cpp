@@ -316,6 +316,13 @@ private:
     s_.policy_state = text("policy_state");
     s_.train_ms = number(h_, "train_ms", "train_ms", 0.0, static_cast<double>(kMaxCount));
     s_.samples = integer(h_, "samples", "samples", 0, kMaxCount);
+    if (h_.contains("samples_drawn")) {
+      s_.samples_drawn = integer(h_, "samples_drawn", "samples_drawn", 0, kMaxCount);
+      s_.sample_cursor = integer(h_, "sample_cursor", "sample_cursor", 0, kMaxCount);
+    }
+    if (h_.contains("noise_scale")) s_.noise_scale = number(h_, "noise_scale", "noise_scale", 0.0, 1e30);
+    if (h_.contains("noise_state") && h_["noise_state"].is_array() && h_["noise_state"].size() == 4)
+      for (const auto& v : h_["noise_state"]) s_.noise_state.push_back(v.is_number() ? v.get<double>() : 0.0);
     s_.version = integer(h_, "version", "version", 0, kMaxCount);
     if (h_.contains("optimizer_steps"))
       s_.optimizer_steps = integer(h_, "optimizer_steps", "optimizer_steps", 0, kMaxCount);
@@ -486,6 +493,8 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
             {"policy_state", s.policy_state},
             {"train_ms", s.train_ms},
             {"samples", s.samples},
+            {"noise_scale", s.noise_scale},
+            {"noise_state", s.noise_state},
             {"version", s.version},
             {"optimizer_steps", s.optimizer_steps},
             {"test_accuracy", s.test_accuracy},
@@ -493,6 +502,10 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
             {"time_to_target_s", s.time_to_target_s ? json(*s.time_to_target_s) : json(nullptr)}};
   TANDEM_CHECK(s.params.size() == static_cast<size_t>(s.param_count), "checkpoint of ", s.param_count,
                " parameters given ", s.params.size(), " values (a bug in tandem)");
+  if (s.samples_drawn >= 0 && s.sample_cursor >= 0) {
+    h["samples_drawn"] = s.samples_drawn;
+    h["sample_cursor"] = s.sample_cursor;
+  }
   const std::string header = h.dump();
   const std::string final_path = checkpoint_path(dir, s.iteration);
   const std::string tmp = dir + "/.writing-" + fs::path(final_path).filename().string();

@@ -87,6 +87,12 @@ struct CheckpointState {
   std::string policy_state;       // its save() as a Lua literal; empty: none
   double train_ms = 0.0;          // training time so far (evaluations and pauses excluded)
   int64_t samples = 0;            // samples trained on so far
+  // Where the sampler stands (engine/data/batch_positions.hpp): samples drawn and the
+  // stream position of the next global batch; -1 in a file from before adaptive
+  // global batches (B fixed: both follow from the iteration).
+  int64_t samples_drawn = -1, sample_cursor = -1;
+  double noise_scale = 0.0;         // in force for lr_scaling = 'adascale'
+  std::vector<double> noise_state;  // rank 0's estimator (train/noise_scale.hpp); empty: none
   int64_t version = 0;            // weight updates applied
   double test_accuracy = 0.0, best_test_accuracy = 0.0;
   std::optional<double> time_to_target_s;

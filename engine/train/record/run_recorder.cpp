@@ -31,7 +31,7 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
   }
   IterationRecord rec;
   rec.iteration = t;
-  rec.epoch = static_cast<double>(t + 1) / static_cast<double>(per_epoch_);  // completed after it
+  rec.epoch = epoch_after(t);  // completed after it
   rec.lr = lr;
   double loss_sum = 0.0, stats_ms = 0.0;
   for (const WorkerStats& w : workers) {
@@ -147,7 +147,7 @@ void RunRecorder::progress(int64_t t, double lr, double wall_s, double train_s) 
   v.elapsed_s = wall_s;
   const double s_per_iteration = t > first_t_ ? (wall_s - first_wall_s_) / static_cast<double>(t - first_t_) : 0.0;
   v.estimate = estimate_stop(stop_, t + 1, total_, train_s, s_per_iteration);
-  v.epochs = static_cast<double>(t + 1) / static_cast<double>(per_epoch_);
+  v.epochs = epoch_after(t);
   v.done = t + 1;
   v.total = total_;
   if (!simulated_) {

@@ -62,6 +62,13 @@ public:
   void iteration(int64_t t, double lr, const std::vector<WorkerStats>& workers, double wall_s, double train_s,
                  const PolicyReport* policy = nullptr, const SyncRecord* sync = nullptr);
   void eval(const EvalRecord& r);
+  // The samples drawn through the next iteration() (its global batch included), so
+  // that epochs count samples when B changes: epoch = samples / (per_epoch * B0).
+  // Not called (tandem sim with a fixed B): epochs count iterations.
+  void set_samples_drawn(int64_t samples, int64_t base_batch) {
+    samples_drawn_ = samples;
+    base_batch_ = base_batch;
+  }
   // Predictions per sample (Model::targets_per_sample): a language model's loss and
   // accuracy are per token, and its throughput is also shown in tokens/s.
   void set_targets_per_sample(int64_t targets) { targets_ = targets > 0 ? targets : 1; }
@@ -89,6 +96,11 @@ private:
   int workers_;
   const StopConfig stop_;
   int64_t per_epoch_, total_, log_every_, targets_ = 1;
+  int64_t samples_drawn_ = -1, base_batch_ = 1;  // set_samples_drawn; -1: epochs by iterations
+  double epoch_after(int64_t t) const {
+    return samples_drawn_ >= 0 ? static_cast<double>(samples_drawn_) / static_cast<double>(per_epoch_ * base_batch_)
+                               : static_cast<double>(t + 1) / static_cast<double>(per_epoch_);
+  }
   bool byte_tokens_;  // the text data set: a token is a byte, so loss / ln 2 is bits per byte
   bool simulated_ = false;
   // The first recorded iteration and when: the wall-clock cost of an iteration since.

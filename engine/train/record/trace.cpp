@@ -131,6 +131,11 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
     if (policy->failed) p["failed"] = true;
     if (!policy->plan.empty()) p["plan"] = policy->plan;
     if (!policy->sync.empty() && policy->sync != "bsp") p["sync"] = policy->sync;
+    if (!policy->metrics.empty()) {
+      nlohmann::json m = nlohmann::json::object();
+      for (const auto& [name, value] : policy->metrics) m[name] = value;
+      p["metrics"] = m;
+    }
     line_ += ",\"policy\":" + p.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   line_ += "}\n";

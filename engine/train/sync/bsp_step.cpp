@@ -15,12 +15,19 @@ namespace tandem {
 
 BspStep::BspStep(const BspParts& parts, bool plans_known)
     : p_(parts), rank_(parts.comm.rank()), world_(parts.comm.size()), plans_known_(plans_known),
-      has_layer_state_(!parts.model.layer_state().empty()), nonfinite_(parts.cfg.max_nonfinite_steps) {
+      has_layer_state_(!parts.model.layer_state().empty()), nonfinite_(parts.cfg.max_nonfinite_steps),
+      measure_noise_(!parts.cfg.policy.file.empty() ||
+                     (parts.cfg.lr_scaling == "adascale" && parts.cfg.adaptive_batch())) {
   for (int r = 0; r < world_; ++r) link_delay_ms_ = std::max(link_delay_ms_, p_.emulator.comm_delay_ms(r));
 }
 
 StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
+  const BatchSpan span = p_.positions.at(t);
+  TANDEM_CHECK(span.size == plan.global_batch(), "iteration ", t, " runs plan ", plan.str(), " (a global batch of ",
+               plan.global_batch(), ") where the sampler placed ", span.size, " samples (a bug in tandem)");
+  batch_ = span.size;
+  samples_before_ = span.samples_before;
   const double start = now_ms();
   WorkerStats now = boundary.begin_stats(t, b, start);
   const Tensor& x = p_.loader.load(t, offset, b);
@@ -39,16 +46,21 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   const double opt_start = now_ms();
   const bool stepped = update(r.control, t, boundary);
   now.optimizer_ms = now_ms() - opt_start;
+  p_.progress.samples_drawn = samples_before_ + batch_;
+  p_.progress.sample_cursor = span.start + span.size;
+  // Rank 0's noise scale rides with this iteration's gradients and is in force from the next.
+  if (r.control.noise_scale) p_.progress.noise_scale = *r.control.noise_scale;
   // A GPU runs the update it was just given while the host gathers the next batch
   // and the copy engine uploads it (on the CPU this does nothing).
   if (r.done < p_.total && (plans_known_ || r.control.plan)) {
     const Plan& upcoming = r.control.plan ? *r.control.plan : plan;
+    p_.positions.resize(t + 1, upcoming.global_batch());
     p_.loader.prefetch(t + 1, upcoming.offset(rank_), upcoming.local_batch[static_cast<size_t>(rank_)]);
   }
   now.step_ms = now_ms() - start;
   boundary.post(now);  // leaves for rank 0 now, to be there by its next compute
   p_.progress.train_ms += now.step_ms;
-  if (stepped) p_.progress.samples += p_.cfg.global_batch;
+  if (stepped) p_.progress.samples += batch_;
   return r;
 }
 
@@ -70,7 +82,7 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   // which the policy's gradient-noise estimate wants anyway: the mean gradient's).
   const double grad_sq = dev.sum_squares(p_.model.grads().data(), p_.model.param_count());
   const bool finite = std::isfinite(loss.loss_sum) && std::isfinite(grad_sq);
-  if (!p_.cfg.policy.file.empty() && now.local_batch > 0 && finite)
+  if (measure_noise_ && now.local_batch > 0 && finite)
     now.grad_sq = grad_sq / static_cast<double>(now.local_batch * now.local_batch);
   return finite;
 }
@@ -138,14 +150,20 @@ bool BspStep::update(const Control& in, int64_t t, Boundary& boundary) {
   nonfinite_.finite();
   // The summed gradient's squared norm, one pass for both that want it: the policy's
   // next look (the global mean gradient, rank 0) and clipping.
-  const bool for_policy = rank_ == 0 && !p_.cfg.policy.file.empty();
+  const bool for_policy = rank_ == 0 && measure_noise_;
   std::optional<double> grad_sq;
   if (for_policy || p_.cfg.optimizer.clip_grad_norm > 0.0)
     grad_sq = p_.model.device().sum_squares(p_.model.grads().data(), p_.model.param_count());
-  if (for_policy)
-    boundary.global_gradient(*grad_sq / static_cast<double>(p_.cfg.global_batch * p_.cfg.global_batch));
+  if (for_policy) boundary.global_gradient(*grad_sq / static_cast<double>(batch_ * batch_));
   ++p_.progress.version;
-  p_.step.update(p_.cfg.global_batch, p_.schedule.at(t), grad_sq);
+  // The schedule runs on samples drawn, in global batches of B0; the rule of
+  // lr_scaling scales it to this iteration's B (the same on every rank).
+  const int64_t b0 = p_.cfg.global_batch;
+  const double lr = p_.schedule.at_position(static_cast<double>(samples_before_) / static_cast<double>(b0)) *
+                    lr_batch_scale(p_.cfg.lr_scaling, batch_, b0, p_.progress.noise_scale);
+  p_.progress.lr = lr;
+  p_.progress.lr_iteration = t;
+  p_.step.update(batch_, lr, grad_sq);
   return true;
 }
 

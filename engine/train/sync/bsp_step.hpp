@@ -35,6 +35,7 @@ struct BspParts {
   Model& model;
   TrainStep& step;
   BatchLoader& loader;
+  BatchPositions& positions;  // where each iteration's global batch lies (B may change)
   GradientSync& gradients;
   BatchReducer* reducer;  // batch norm's statistics over all ranks (null: one rank)
   const Emulator& emulator;
@@ -75,6 +76,11 @@ private:
   NonfiniteStreak nonfinite_;
   bool warned_clamp_ = false;
   int64_t overruns_ = 0;
+  // The iteration's global batch and the samples drawn before it (BatchPositions).
+  int64_t batch_ = 0, samples_before_ = 0;
+  // Whether the workers' and the summed gradient's norms are measured: for the
+  // policy's noise estimate, or rank 0's for lr_scaling = 'adascale'.
+  bool measure_noise_ = false;
 };
 
 }  // namespace tandem

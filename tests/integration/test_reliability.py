@@ -231,6 +231,38 @@ diff = [t for t in range(40) if a.get(t) != b.get(t)]
 if diff or len(set(tuple(r[2]) for r in a.values())) < 3:
     fail(f"with a policy, the resumed run differs at iterations {diff[:5]} (or the policy never moved the plan)")
 
+# 1c. Exact when plans change the global batch too (policy.global_batch, with
+#     AdaScale's learning-rate gain: the sampler's cursor, the samples drawn and the
+#     noise-scale estimate come back from the checkpoint).
+batch_policy = os.path.join(SCRATCH, "batch_policy.lua")
+with open(batch_policy, "w") as f:
+    f.write('''-- A new global batch from its own counter and the history's length, never from times.
+local P, calls = {}, 0
+function P.init(cluster) end
+function P.step(stats)
+  calls = calls + 1
+  local shift = (#stats.history + calls) % 5
+  local b = 48 + 16 * shift
+  return { local_batch = { b / 2 - shift, b / 2 + shift }, reason = 'B ' .. b, metrics = { b = b } }
+end
+function P.save() return { calls = calls } end
+function P.restore(s) calls = s.calls end
+return P
+''')
+extra = (f"e.plan = {{ kind = 'equal' }}\ne.policy = {{ file = '{batch_policy}', history = 8, "
+         "global_batch = { min = 48, max = 112 } }\ne.lr_scaling = 'adascale'")
+bfull, _, _ = run("batch_full", 2, extra=extra)
+bkilled, _, _ = run("batch_killed", 2, "{ rank = 1, iteration = 25, kind = 'kill' }", extra=extra, expect_ok=False)
+out, _ = tandem(["run", "--resume", bkilled], expect_ok=True)
+a, b = losses(bfull), losses(bkilled)
+diff = [t for t in range(40) if a.get(t) != b.get(t)]
+sizes = set(sum(r[2]) for r in a.values())
+if diff or len(sizes) < 3:
+    fail(f"with B changing, the resumed run differs at iterations {diff[:5]} (or B never changed: {sorted(sizes)})")
+with open(os.path.join(bfull, "params.f32"), "rb") as f1, open(os.path.join(bkilled, "params.f32"), "rb") as f2:
+    if f1.read() != f2.read():
+        fail("with B changing, the final parameters of the resumed run differ from the uninterrupted run's")
+
 # 2. Kills and stops in compute and in the all-reduce: noticed, named, checkpoints whole.
 for name, workers, fault, names in [
         ("stop_compute", 2, "{ rank = 1, iteration = 12, kind = 'stop', during = 'compute' }", "missing rank(s): 1"),

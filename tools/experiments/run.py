@@ -162,8 +162,23 @@ def extra_scale(out_dir, dirs):
               f"{p.get('cost_ms_max', 0):.2f} ms max")
 
 
+def extra_adaptive(out_dir, dirs):
+    print("\nglobal batch over the run (adaptive_batch): B at the start, a quarter, half, the end; "
+          "time to target against lbb at B = 64:")
+    times = {os.path.basename(d): summary(d).get("time_to_target_s") for d in dirs}
+    base = times.get("lbb_b64")
+    for d in dirs:
+        rows, _ = load_trace(d)
+        batches = [r["global_batch"] for r in rows]
+        at = [batches[min(int(f * len(batches)), len(batches) - 1)] for f in (0, 0.25, 0.5, 1)] if batches else []
+        t = times[os.path.basename(d)]
+        ratio = f", {base / t:.2f}x of lbb_b64's speed" if t and base else ""
+        print(f"  {os.path.basename(d):10s} B {at}, mean {statistics.mean(batches) if batches else 0:.0f}; "
+              f"to target {f'{t:.2f} s' if t else 'not reached'}{ratio}")
+
+
 EXTRAS = {"dynamic_stragglers": extra_dynamic, "grouped_stalls": extra_grouped, "gpu_profiles": extra_gpu,
-          "scale": extra_scale}
+          "scale": extra_scale, "adaptive_batch": extra_adaptive}
 
 
 def plotting_python():

@@ -1,0 +1,26 @@
+-- Study: adaptive global batch.
+-- Papers: Pollux (Qiao et al., OSDI 2021) for goodput = throughput x statistical
+-- efficiency, the efficiency from the gradient noise scale (McCandlish et al. 2018);
+-- Cannikin (EuroSys 2024) for choosing the global batch on heterogeneous workers.
+-- Reproduces: a fixed global batch is a compromise: small batches waste a step's
+-- fixed costs (the all-reduce, the host's work), large ones waste samples while
+-- the gradient noise is low. Choosing B from measured throughput and the measured
+-- noise scale, and re-deciding as the noise scale grows, reaches a target accuracy
+-- sooner than any fixed B split by lbb.
+-- Expected: goodput reaches 85% test accuracy at least 1.2x sooner than lbb at
+-- tandem's default B (64), at about the time of lbb at the best fixed B or sooner;
+-- final accuracies within half a point.
+-- Emulation: speed factors 1, 1, 0.5, 0.25 of a reference device running at a
+-- quarter of a core (emulation.reference), MLP 784-256-256-10 on Fashion-MNIST,
+-- a constant learning rate (lbb: 0.05 at B = 64, scaled linearly with B; goodput:
+-- 0.05 at B0 = 64, scaled by AdaScale's gain). tools/bench/goodput_tta.py searches
+-- the learning rate for each variant with the same budget and repeats with seeds.
+return dofile('../common.lua').training {
+  global_batch = 64,
+  lr = 0.05,
+  schedule = { kind = 'constant' },
+  stop = { epochs = 6, target_accuracy = 0.85 },
+  eval_every = 32,
+  workers = 4,
+  emulation = { reference = 0.25, speeds = { 1, 1, 0.5, 0.25 } },
+}

@@ -18,7 +18,7 @@ ConsoleView ConsoleLink::view(int64_t iteration, const Plan& plan, double wall_s
   ConsoleView v;
   v.iteration = iteration;
   v.total = total_;
-  v.global_batch = global_batch_;
+  v.global_batch = plan.global_batch();  // the plan in force's: a policy may change B
   v.workers = comm_.size();
   v.wall_s = wall_s;
   v.test_accuracy = test_accuracy > 0 ? test_accuracy : -1.0;

@@ -152,8 +152,10 @@ print("ok: Perfetto spans nest on every track (3 emulated workers, 1 worker)")
 
 # --log-level debug adds lines a user can use: each decision with its inputs, each
 # checkpoint with its size and time, the all-reduce, every worker's times.
-log, _, _, _ = run("debug", [QUICK, "--workers", "2", "policy.file=lbb", "stop.max_iterations=10", "log_every=5",
-                             "checkpoint.every=5", "--log-level", "debug"])
+# (Workers of different emulated speeds, so that lbb surely moves the plan, and
+# iterations enough for a decision not to be late on a loaded machine.)
+log, _, _, _ = run("debug", [QUICK, "--workers", "2", "policy.file=lbb", "emulation.speeds=1,0.25",
+                             "stop.max_iterations=30", "log_every=5", "checkpoint.every=5", "--log-level", "debug"])
 for pattern in (r"debug iteration \d+: policy lbb decided on iteration \d+'s batches \[\d+, \d+\] and compute ms",
                 r"debug checkpoint after iteration 5: \d+\.\d\d MB written in \d+ ms",
                 r"debug the gradient all-reduce: \d+ floats", r"debug   r1: batch \d+, per iteration: data "):

@@ -104,7 +104,7 @@ std::string bytes_text(double bytes) {
 
 int64_t largest_local_batch(const ExperimentConfig& cfg, int workers, int worker) {
   const int64_t B = cfg.global_batch;
-  int64_t cap = B;
+  int64_t cap = cfg.global_batch_max();  // a policy may carry B up to policy.global_batch.max
   if (worker < static_cast<int>(cfg.policy.max_batch.size()))
     cap = std::min(cap, cfg.policy.max_batch[static_cast<size_t>(worker)]);
   if (!cfg.policy.file.empty()) return cap;  // the policy may give it anything up to its bound

@@ -240,7 +240,7 @@ void Trainer::build_model() {
   if (cfg_.emulation.enabled)
     machine_ = cfg_.emulation.calibration
                    ? *cfg_.emulation.calibration
-                   : shared_calibration(*step_, *loader_, cfg_.global_batch, *model_, cfg_.optimizer, comm_);
+                   : shared_calibration(*step_, *loader_, cfg_.global_batch_max(), *model_, cfg_.optimizer, comm_);
   plan_ = Plan::initial(cfg_, world_, [&](const std::vector<int64_t>& local_batch) {
     return emulator_->throughput(local_batch, machine_);
   });

@@ -64,7 +64,7 @@ def main():
     root = tempfile.mkdtemp(prefix="tandem-goodput-")
     go = Runner(args.build, root, ["--workers", "4", f"emulation.reference={args.reference}",
                                    f"emulation.speeds={SPEEDS}", "schedule.kind=constant", "console=false"])
-    go.common += calibration_overrides(go, B0)
+    go.common += calibration_overrides(go, RANGE[1])  # every local batch a variant may run
     search = f"stop.epochs=6 stop.target_accuracy={TARGET}"
 
     # 1. The learning-rate search: the same three base rates for every variant.

@@ -296,6 +296,17 @@ f_, _ = sim("fixed_noise", adaptive[:3] + ["sim.noise_scale=1000", "stop.max_ite
 if abs(f_["goodput"] - f_["samples_per_s"]) > 1e-9 * f_["samples_per_s"] or f_["mean_global_batch"] != B0:
     fail(f"at B0 throughout goodput {f_['goodput']} should be samples/s {f_['samples_per_s']}")
 
+# The example (scripts/experiments/sim_goodput.lua) simulates as written but for its
+# policy (goodput is tested with its own file): the noise model is on, at 64 workers
+# and, with sweep.py's speeds, at 256.
+for n in (64, 256):
+    mix = ",".join(str([1.0, 0.7, 0.5, 0.25][4 * i // n]) for i in range(n))
+    x, _ = sim(f"example_{n}", ["policy.file=lbb", "stop.max_iterations=5", "workers=%d" % n,
+                                "emulation.speeds=" + mix], "scripts/experiments/sim_goodput.lua")
+    if x["workers"] != n or x["sim"]["noise_scale"] <= 0 or x["goodput"] is None or x["iterations"] != 5:
+        fail(f"sim_goodput.lua at {n} workers: {x['workers']} workers, {x['iterations']} iterations, noise scale "
+             f"{x['sim']['noise_scale']}, goodput {x.get('goodput')}")
+
 print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}, ksync {k['efficiency']:.3f}, grouped "
       f"{g['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}; B doubled: mean B {a['mean_global_batch']:.0f}, "
       f"goodput {a['goodput']:.0f} of {a['samples_per_s']:.0f} samples/s")

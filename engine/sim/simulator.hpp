@@ -29,7 +29,9 @@ namespace tandem {
 
 struct SimSummary {
   RunSummary run;
-  double ideal_samples_per_s = 0.0;  // each worker alone at an equal share, summed
+  // Each worker alone at an equal share, summed (with B changing: the samples over
+  // their time at the ideal throughput of each iteration's B).
+  double ideal_samples_per_s = 0.0;
   double policy_ms = 0.0;            // time spent in the policy (real)
   int64_t plan_changes = 0;   // plans the policy decided (summary.json's policy.plan_changes too)
   int64_t plans_applied = 0;  // ... of which in force before the run ended

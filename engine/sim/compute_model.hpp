@@ -2,7 +2,7 @@
 // The simulator's compute: a worker's step takes what the emulator would stretch
 // this machine's calibrated compute to (the same speeds, measured profiles,
 // scheduled and random slowdowns and speed trace as a real emulated run, so a
-// policy sees the same numbers), times a mean-1 noise factor (sim.noise,
+// policy sees the same numbers), times a mean-1 noise factor (noise.hpp: sim.noise,
 // sim.noise_distribution); the host's part of the step comes from the calibration.
 #include <cstdint>
 

@@ -6,12 +6,15 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
+#include "engine/sim/batch_tally.hpp"
 #include "engine/sim/compute_model.hpp"
+#include "engine/sim/gradient_model.hpp"
 #include "engine/sim/network_model.hpp"
 #include "engine/sim/segment_model.hpp"
 #include "engine/train/emulation/emulator.hpp"
@@ -27,8 +30,19 @@ int checked_workers(const ExperimentConfig& cfg) {
   return cfg.workers;
 }
 
+// The samples of stop.epochs: per_epoch global batches of B0 an epoch.
+int64_t epoch_samples(const ExperimentConfig& cfg, int64_t per_epoch) {
+  return static_cast<int64_t>(std::ceil(cfg.stop.epochs * static_cast<double>(per_epoch))) * cfg.global_batch;
+}
+
+// The run's iterations at most, as the trainer counts them: with B adaptive, as
+// many as the epochs' samples take at policy.global_batch.min (the run ends once
+// they are drawn).
 int64_t total_iterations(const ExperimentConfig& cfg, int64_t per_epoch) {
-  const int64_t total = static_cast<int64_t>(std::ceil(cfg.stop.epochs * static_cast<double>(per_epoch)));
+  int64_t total = static_cast<int64_t>(std::ceil(cfg.stop.epochs * static_cast<double>(per_epoch)));
+  if (cfg.adaptive_batch())
+    total = static_cast<int64_t>(std::ceil(static_cast<double>(epoch_samples(cfg, per_epoch)) /
+                                           static_cast<double>(cfg.global_batch_min())));
   return cfg.stop.max_iterations ? std::min(total, *cfg.stop.max_iterations) : total;
 }
 
@@ -56,31 +70,42 @@ private:
   void step(int64_t t);
   void record(int64_t t, const PolicyReport& decision);
   int64_t run_segment(int64_t t);
+  // `count` iterations of the plan in force drawn: the samples and the tally.
+  void drew(int64_t count);
+  // With B adaptive, stop.epochs counts samples: the run ends once they are drawn.
+  bool epochs_drawn() const { return cfg_.adaptive_batch() && tally_.samples >= epoch_samples_; }
   void finish();
+  std::string batch_text() const;
   void write_sim_summary() const;
 
   const ExperimentConfig& cfg_;
   const Stopwatch wall_;
   const int n_;
-  const int64_t per_epoch_, total_;
+  const int64_t per_epoch_, total_, epoch_samples_;
   PlanPolicy* policy_;
   Emulator emulator_;
   ComputeModel compute_;
   NetworkModel network_;
   SegmentModel segments_;
+  GradientModel gradients_;
   Plan plan_;
   SimSummary out_;
   RunRecorder recorder_;
   std::vector<WorkerStats> now_, last_;
+  ClusterStats now_cluster_, last_cluster_;  // beside now_ and last_: the all-reduced gradient's norm
   std::optional<Plan> pending_;  // decided during t, in force from t+1
   double clock_ms_ = 0.0;
+  BatchTally tally_;  // the iterations drawn so far, by their global batch
+  int64_t ideal_batch_ = -1;  // the global batch ideal_ was computed for
+  double ideal_ = 0.0;
 };
 
 Simulator::Simulator(const ExperimentConfig& cfg, const DeviceProfile& machine, size_t param_count,
                      int64_t per_epoch, PlanPolicy* policy)
     : cfg_(cfg), n_(checked_workers(cfg)), per_epoch_(per_epoch), total_(total_iterations(cfg, per_epoch)),
-      policy_(policy), emulator_(cfg.emulation, n_), compute_(cfg.sim, emulator_, machine),
-      network_(cfg.sim, emulator_, n_, param_count), segments_(compute_, network_),
+      epoch_samples_(epoch_samples(cfg, per_epoch)), policy_(policy), emulator_(cfg.emulation, n_),
+      compute_(cfg.sim, emulator_, machine), network_(cfg.sim, emulator_, n_, param_count),
+      segments_(compute_, network_), gradients_(cfg.sim, per_epoch, cfg.global_batch),
       plan_(Plan::initial(cfg, n_, [&](const std::vector<int64_t>& b) { return emulator_.throughput(b, machine); })),
       out_(start_summary(cfg, param_count)), recorder_(cfg, out_.run.run_dir, n_, per_epoch, total_),
       now_(static_cast<size_t>(n_)) {
@@ -94,13 +119,17 @@ SimSummary Simulator::run() {
     adopt_pending_plan();
     if (plan_.sync.mode != SyncMode::bsp && n_ > 1) {
       t = run_segment(t);
+      if (epochs_drawn()) break;
       continue;
     }
     const PolicyReport decision = decide_on_last(t);
     step(t);
+    drew(1);
     record(t, decision);
     last_ = now_;
+    last_cluster_ = now_cluster_;
     out_.run.iterations = ++t;
+    if (epochs_drawn()) break;
     if (cfg_.stop.max_seconds && clock_ms_ / 1000.0 >= *cfg_.stop.max_seconds) {
       out_.run.stop_reason = "max_seconds";
       break;
@@ -123,7 +152,7 @@ PolicyReport Simulator::decide_on_last(int64_t t) {
   PolicyReport decision;
   if (!policy_ || last_.empty()) return decision;
   const double start = now_ms();
-  policy_->submit(t - 1, last_);
+  policy_->submit(t - 1, last_, last_cluster_);
   pending_ = policy_->collect(decision);
   decision.applies_from = t + 1;
   out_.policy_ms += now_ms() - start;
@@ -131,7 +160,7 @@ PolicyReport Simulator::decide_on_last(int64_t t) {
 }
 
 // A bsp step: every worker computes its slice, then the all-reduce once the
-// slowest is done.
+// slowest is done. The gradients' norms come from the gradient model.
 void Simulator::step(int64_t t) {
   double slowest = 0.0, host = 0.0;
   for (int r = 0; r < n_; ++r) {
@@ -154,14 +183,30 @@ void Simulator::step(int64_t t) {
     w.comm_ms = comm_ms;
     w.step_ms = step_ms;
   }
+  now_cluster_ = ClusterStats{};
+  now_cluster_.global_grad_sq = gradients_.fill(t, tally_.samples, now_);
   clock_ms_ += step_ms;
+}
+
+void Simulator::drew(int64_t count) {
+  const int64_t b = plan_.global_batch();
+  if (b != ideal_batch_) {
+    ideal_ = compute_.ideal_samples_per_s(n_, b);
+    ideal_batch_ = b;
+  }
+  // Every iteration of a segment draws at the same noise scale: a segment's plan keeps
+  // B0 (the relaxed modes refuse another B), where the efficiency is 1 whatever it is.
+  tally_.add(count, b, cfg_.global_batch, gradients_.efficiency(b, tally_.samples), ideal_);
+  // Epochs count samples (RunRecorder::set_samples_drawn): the same as iterations
+  // while B stays B0.
+  recorder_.set_samples_drawn(tally_.samples, cfg_.global_batch);
 }
 
 // A thinned trace (sim.trace_every) still has every plan change (the report marks
 // them) and the summary counts every decision.
 void Simulator::record(int64_t t, const PolicyReport& decision) {
   const bool decided = policy_ && decision.event != "keep" && decision.event != "idle";
-  if (t % cfg_.sim.trace_every == 0 || t + 1 == total_ || decided)
+  if (t % cfg_.sim.trace_every == 0 || t + 1 == total_ || epochs_drawn() || decided)
     recorder_.iteration(t, 0.0, now_, clock_ms_ / 1000.0, clock_ms_ / 1000.0, policy_ ? &decision : nullptr);
   else if (policy_)
     recorder_.untraced_decision(t, decision);
@@ -173,6 +218,7 @@ void Simulator::record(int64_t t, const PolicyReport& decision) {
 int64_t Simulator::run_segment(int64_t t) {
   SyncRecord rec;
   const int64_t done = segments_.run(plan_, t, total_ - t, clock_ms_, now_, rec);
+  drew(done - t);
   PolicyReport decision;
   if (policy_) {
     const double start = now_ms();
@@ -196,21 +242,43 @@ int64_t Simulator::run_segment(int64_t t) {
 void Simulator::finish() {
   RunSummary& run = out_.run;
   if (run.stop_reason.empty())
-    run.stop_reason = cfg_.stop.max_iterations && run.iterations == *cfg_.stop.max_iterations ? "max_iterations" : "epochs";
-  run.epochs = static_cast<double>(run.iterations) / static_cast<double>(per_epoch_);
+    run.stop_reason =
+        cfg_.stop.max_iterations && run.iterations == *cfg_.stop.max_iterations ? "max_iterations" : "epochs";
+  run.epochs = static_cast<double>(tally_.samples) / static_cast<double>(per_epoch_ * cfg_.global_batch);
   run.train_s = clock_ms_ / 1000.0;
-  run.samples_per_s = clock_ms_ > 0 ? static_cast<double>(run.iterations * cfg_.global_batch) / run.train_s : 0.0;
+  run.samples_per_s = clock_ms_ > 0 ? static_cast<double>(tally_.samples) / run.train_s : 0.0;
+  // The ideal at the batches the run drew: B0's alone while B stays B0.
+  if (tally_.samples > 0) out_.ideal_samples_per_s = tally_.ideal_samples_per_s();
   run.wall_s = wall_.elapsed_ms() / 1000.0;
   recorder_.finish(run, cfg_);
   log::end_progress();
   out_.plan_changes = recorder_.plans_decided();
+  if (tally_.changed || gradients_.modelled()) out_.mean_global_batch = tally_.mean_batch();
+  if (gradients_.modelled()) {
+    out_.goodput = tally_.goodput(run.train_s);
+    out_.statistical_efficiency = tally_.efficiency();
+    out_.noise_scale_end = gradients_.noise_scale(tally_.samples);
+  }
   write_sim_summary();
   const double efficiency = out_.ideal_samples_per_s > 0 ? run.samples_per_s / out_.ideal_samples_per_s : 0.0;
   spdlog::info("simulated {} iterations of {} workers in {:.2f} s: {:.0f} samples/s ({:.2f} of the ideal {:.0f}), "
-               "{} plan change(s) ({} applied before the end), policy {:.1f} ms in all; nothing was trained "
+               "{} plan change(s) ({} applied before the end), policy {:.1f} ms in all{}; nothing was trained "
                "(no loss or accuracy)",
                run.iterations, n_, run.wall_s, run.samples_per_s, efficiency, out_.ideal_samples_per_s,
-               out_.plan_changes, out_.plans_applied, out_.policy_ms);
+               out_.plan_changes, out_.plans_applied, out_.policy_ms, batch_text());
+}
+
+// The global batches and goodput, for the summary line ("" while neither a plan
+// changed B nor the noise is modelled).
+std::string Simulator::batch_text() const {
+  std::string text;
+  if (out_.mean_global_batch)
+    text += fmt::format("; mean global batch {:.1f} (B0 {})", *out_.mean_global_batch, cfg_.global_batch);
+  if (out_.goodput)
+    text += fmt::format(", goodput {:.0f} samples/s at B0's worth (statistical efficiency {:.3f}, noise scale {:.0f} "
+                        "at the end)",
+                        *out_.goodput, *out_.statistical_efficiency, *out_.noise_scale_end);
+  return text;
 }
 
 // The simulation's own facts, next to what every run's summary holds.
@@ -226,11 +294,22 @@ void Simulator::write_sim_summary() const {
   // iterations never applies).
   j["plan_changes"] = out_.plan_changes;
   j["plans_applied"] = out_.plans_applied;
+  // The global batches (policy.global_batch) and the goodput they give
+  // (sim.noise_scale): null where not known.
+  auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  if (out_.mean_global_batch) {
+    j["mean_global_batch"] = *out_.mean_global_batch;
+    j["goodput"] = optional(out_.goodput);
+    j["statistical_efficiency"] = optional(out_.statistical_efficiency);
+  }
   j["sim"] = {{"noise", cfg_.sim.noise},
               {"noise_distribution", cfg_.sim.noise_distribution},
               {"latency_us", cfg_.sim.latency_us},
               {"bandwidth_gb_s", cfg_.sim.bandwidth_gb_s},
-              {"comm_ms", network_.allreduce_ms()}};
+              {"comm_ms", network_.allreduce_ms()},
+              {"noise_scale", cfg_.sim.noise_scale},
+              {"noise_growth", cfg_.sim.noise_growth},
+              {"noise_scale_end", optional(out_.noise_scale_end)}};
   write_text_file(path, j.dump(2) + "\n");
 }
 

@@ -138,6 +138,11 @@ struct SimConfig {
   double latency_us = 5.0;       // per message of the ring all-reduce
   double bandwidth_gb_s = 10.0;  // per link
   int64_t trace_every = 1;       // trace every n-th iteration (thousands of workers write a lot)
+  // The gradients' noise, which the simulator has none of (sim/gradient_model.hpp):
+  // the gradient noise scale B_noise at the start (0: not modelled, no grad_sq in
+  // the stats), growing with the epochs e done as B_noise (1 + noise_growth e).
+  double noise_scale = 0.0;
+  double noise_growth = 0.0;
 };
 
 // Checkpoints (engine/train/checkpoint/file.hpp).

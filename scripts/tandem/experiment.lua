@@ -140,6 +140,12 @@ M.schema = record {
     latency_us = number(5, { min = 0, doc = 'ring all-reduce: latency per message' }),
     bandwidth_gb_s = number(10, { gt = 0, doc = 'ring all-reduce: bandwidth per link' }),
     trace_every = integer(1, { min = 1, doc = 'trace every n-th iteration (thousands of workers write a lot)' }),
+    noise_scale = number(0, { min = 0, doc = 'the gradient noise scale B_noise at the start (0: not modelled): '
+                                 .. "each worker's grad_sq is |G|^2 + B_noise / b (|G|^2 = 1), the cluster's "
+                                 .. 'global_grad_sq 1 + B_noise / B, times the mean-1 noise of sim.noise; the summary '
+                                 .. "gives goodput, samples/s times Pollux's efficiency (B_noise + B0) / (B_noise + B)" }),
+    noise_growth = number(0, { min = 0, doc = 'B_noise grows with the epochs e done: '
+                                  .. 'noise_scale * (1 + noise_growth * e)' }),
   },
   console = boolean(true, { doc = 'rank 0 listens on <run dir>/repl.sock (owner only) for tandem attach' }),
   save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32, and '

@@ -11,7 +11,12 @@ with their counts and staleness bound; 64 workers run too; a worker's memory cap
 bounds the batches the policy gives it; tandem profile's output works as a measured
 worker, calibration and memory model in an experiment; each noise distribution has
 mean 1, the asked spread, and its shape; a proportional plan starts where `tandem
-run` starts it (Plan::initial), refined until balanced.
+run` starts it (Plan::initial), refined until balanced; a policy that doubles the
+global batch once (policy.global_batch) runs at 64 workers: each iteration traced at
+its B, epochs counting samples, the run ending once stop.epochs' samples are drawn,
+samples/s, mean B and goodput as the trace gives them; with sim.noise_scale the
+policy's two-batch estimate of the gradient noise scale is the model's (exactly
+without sim.noise, on average with it).
 
 usage: test_sim.py TANDEM_BINARY SCRATCH_DIR
 """
@@ -169,5 +174,139 @@ if sim_plan != run_plan:
 if not (sum(sim_plan) == 512 and sim_plan[1] < 512 // 5):
     fail(f"the proportional plan {sim_plan} is not the balanced split of 512 over speeds 1 and 0.25")
 
+# Adaptive global batch (policy.global_batch, issue 23): a policy that doubles B once
+# runs at 64 workers. With sim.noise_scale the workers' grad_sq and the cluster's
+# global_grad_sq follow the gradient model, |G|^2 + B_noise / b with |G|^2 = 1 and
+# B_noise = 1000 (1 + e) after e epochs: the policy's two-batch estimate of it, sent
+# back as a metric, is the model's. Everything is checked against the trace.
+doubling = os.path.join(SCRATCH, "double_b.lua")
+with open(doubling, "w") as f:
+    f.write("""local policy, C, state = {}, nil, { doubled = false }
+function policy.init(cluster) C = cluster end
+-- McCandlish et al.'s two-batch estimate (unsmoothed): B_small = B / n, B_big = B.
+local function b_noise(stats)
+  local big = stats.global_grad_sq
+  if type(big) ~= 'number' then return nil end
+  local sum_b, sum_bg, n = 0, 0, 0
+  for i = 1, C.workers do
+    local w = stats.workers[i]
+    if w.local_batch > 0 then sum_b, sum_bg, n = sum_b + w.local_batch, sum_bg + w.local_batch * w.grad_sq, n + 1 end
+  end
+  local b_small, small = sum_b / n, sum_bg / sum_b
+  local g2 = (sum_b * big - b_small * small) / (sum_b - b_small)
+  return (small - big) / (1 / b_small - 1 / sum_b) / g2
+end
+function policy.step(stats)
+  local b = {}
+  for i = 1, C.workers do b[i] = stats.workers[i].local_batch end
+  local metrics = { observed_batch = stats.global_batch, b_noise = b_noise(stats),
+                    range = C.global_batch_max - C.global_batch_min }
+  if not state.doubled and stats.iteration >= 3 then
+    state.doubled = true
+    for i = 1, C.workers do b[i] = 2 * b[i] end
+    return { local_batch = b, reason = 'double B', metrics = metrics }
+  end
+  return { local_batch = b, metrics = metrics }  -- the plan in force: kept, the metrics traced
+end
+return policy
+""")
+B0, PER_EPOCH = 2048, 60000 // 2048  # Fashion-MNIST's 60000 training samples in batches of B0
+adaptive = ["--workers", "64", "global_batch=2048", "policy.file=" + doubling, "policy.global_batch.min=1024",
+            "policy.global_batch.max=4096", "stop.epochs=2"]
+
+
+def noise_scale_at(samples, start=1000.0, growth=1.0):
+    return start * (1 + growth * samples / (PER_EPOCH * B0))
+
+
+a, arows = sim("adaptive", adaptive + ["sim.noise_scale=1000", "sim.noise_growth=1"])
+plans = [r for r in arows if r.get("policy", {}).get("event") == "plan"]
+if len(plans) != 1:
+    fail(f"the doubling policy decided {len(plans)} plans, not 1")
+switch = plans[0]["policy"]["applies_from"]
+if switch != plans[0]["iteration"] + 1 or len(arows) != a["iterations"]:
+    fail(f"the doubled plan applies from {switch}, decided at {plans[0]['iteration']}; {len(arows)} rows traced")
+for r in arows:
+    want = B0 if r["iteration"] < switch else 2 * B0
+    if r["global_batch"] != want or sum(w["local_batch"] for w in r["workers"]) != want:
+        fail(f"iteration {r['iteration']} ran a global batch of {r['global_batch']}, not {want}")
+# Epochs count samples; with B adaptive the run ends once stop.epochs' samples are drawn.
+drawn, before = 0, []
+for r in arows:
+    before.append(drawn)
+    drawn += r["global_batch"]
+    if abs(r["epoch"] - drawn / (PER_EPOCH * B0)) > 1e-4:
+        fail(f"iteration {r['iteration']}: epoch {r['epoch']}, but {drawn} samples are {drawn / (PER_EPOCH * B0)}")
+want_samples = 2 * PER_EPOCH * B0
+if not (drawn >= want_samples > before[-1]) or a["stop_reason"] != "epochs":
+    fail(f"{drawn} samples drawn ({before[-1]} before the last iteration), stop {a['stop_reason']}: the run should "
+         f"end at the iteration that reaches {want_samples}")
+if abs(a["epochs"] - drawn / (PER_EPOCH * B0)) > 1e-9:
+    fail(f"the summary's epochs {a['epochs']} are not the samples' {drawn / (PER_EPOCH * B0)}")
+# Throughput, mean B and goodput, from the trace: goodput counts each iteration's
+# samples at Pollux's efficiency (B_noise + B0) / (B_noise + B), B_noise the model's
+# before the iteration.
+train_s = sum(r["step_ms"] for r in arows) / 1000
+progress = sum(r["global_batch"] * (noise_scale_at(s) + B0) / (noise_scale_at(s) + r["global_batch"])
+               for r, s in zip(arows, before))
+for key, want in (("samples_per_s", drawn / train_s), ("mean_global_batch", drawn / len(arows)),
+                  ("goodput", progress / train_s), ("statistical_efficiency", progress / drawn)):
+    if abs(a[key] - want) > 1e-3 * want:
+        fail(f"the summary's {key} {a[key]} is not the trace's {want}")
+if not a["goodput"] < a["samples_per_s"] or abs(a["sim"]["noise_scale_end"] - noise_scale_at(drawn)) > 1e-6:
+    fail(f"goodput {a['goodput']} not below samples/s {a['samples_per_s']} at twice B0, or the final noise scale "
+         f"{a['sim']['noise_scale_end']} is not {noise_scale_at(drawn)}")
+# What the policy saw: the B of the stats it decided on, its range, and grad_sq the
+# model's (no noise here: the two-batch estimate is exact, to rounding).
+seen = 0
+for r in arows:
+    m = r.get("policy", {}).get("metrics")
+    if m is None:
+        continue
+    at = r["policy"]["from_iteration"]
+    if m["observed_batch"] != arows[at]["global_batch"] or m["range"] != 4096 - 1024:
+        fail(f"the policy saw stats.global_batch {m['observed_batch']} for iteration {at} of "
+             f"{arows[at]['global_batch']}, range {m['range']}")
+    if abs(m["b_noise"] - noise_scale_at(before[at])) > 1e-6 * noise_scale_at(before[at]):
+        fail(f"the policy estimated B_noise {m['b_noise']} on iteration {at}, the model has {noise_scale_at(before[at])}")
+    seen += 1
+if seen != len(arows) - 1:
+    fail(f"{seen} iterations carry the policy's metrics, want every one after the first ({len(arows) - 1})")
+
+# With gradient noise (sim.noise: each norm times a mean-1 factor) the single
+# estimates scatter, and their mean stays the model's; B_noise constant here.
+_, nrows = sim("adaptive_noisy", adaptive + ["sim.noise_scale=1000", "sim.noise=0.05", "stop.epochs=10"])
+ratios = [r["policy"]["metrics"]["b_noise"] / 1000 for r in nrows
+          if "b_noise" in r.get("policy", {}).get("metrics", {})]
+spread_b = (sum((x - 1) ** 2 for x in ratios) / len(ratios)) ** 0.5
+if len(ratios) < 100 or abs(sum(ratios) / len(ratios) - 1) > 0.05 or not 0.01 < spread_b < 0.5:
+    fail(f"noisy gradient norms: {len(ratios)} estimates, mean {sum(ratios) / len(ratios):.3f} of the model's, "
+         f"spread {spread_b:.3f}")
+# Without sim.noise_scale no gradient norms reach the policy (no estimate), and the
+# summary gives the mean B but no goodput; a fixed-B run's summary neither.
+u, urows = sim("adaptive_unmodelled", adaptive)
+if any("b_noise" in r.get("policy", {}).get("metrics", {}) for r in urows):
+    fail("without sim.noise_scale the policy still got gradient norms")
+mean_b = sum(r["global_batch"] for r in urows) / len(urows)
+if u.get("goodput", 0) is not None or abs(u["mean_global_batch"] - mean_b) > 1e-6:
+    fail(f"unmodelled noise: goodput {u.get('goodput')}, mean B {u.get('mean_global_batch')}")
+if "mean_global_batch" in s or "goodput" in s:
+    fail("a fixed-B run without sim.noise_scale reports a mean B or goodput")
+f_, _ = sim("fixed_noise", adaptive[:3] + ["sim.noise_scale=1000", "stop.max_iterations=20"])
+if abs(f_["goodput"] - f_["samples_per_s"]) > 1e-9 * f_["samples_per_s"] or f_["mean_global_batch"] != B0:
+    fail(f"at B0 throughout goodput {f_['goodput']} should be samples/s {f_['samples_per_s']}")
+
+# The example (scripts/experiments/sim_goodput.lua) simulates as written but for its
+# policy (goodput is tested with its own file): the noise model is on, at 64 workers
+# and, with sweep.py's speeds, at 256.
+for n in (64, 256):
+    mix = ",".join(str([1.0, 0.7, 0.5, 0.25][4 * i // n]) for i in range(n))
+    x, _ = sim(f"example_{n}", ["policy.file=lbb", "stop.max_iterations=5", "workers=%d" % n,
+                                "emulation.speeds=" + mix], "scripts/experiments/sim_goodput.lua")
+    if x["workers"] != n or x["sim"]["noise_scale"] <= 0 or x["goodput"] is None or x["iterations"] != 5:
+        fail(f"sim_goodput.lua at {n} workers: {x['workers']} workers, {x['iterations']} iterations, noise scale "
+             f"{x['sim']['noise_scale']}, goodput {x.get('goodput')}")
+
 print(f"ok: lbb {s['efficiency']:.3f} of ideal (equal {e['efficiency']:.3f}, ksync {k['efficiency']:.3f}, grouped "
-      f"{g['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}")
+      f"{g['efficiency']:.3f}); 64 workers {big['efficiency']:.3f}; B doubled: mean B {a['mean_global_batch']:.0f}, "
+      f"goodput {a['goodput']:.0f} of {a['samples_per_s']:.0f} samples/s")

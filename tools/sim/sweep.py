@@ -3,7 +3,9 @@
 table: for every combination of the --set values (cluster size, heterogeneity mix,
 policy, policy parameters: any experiment key), the simulated throughput, the ideal
 (every worker's own samples/s, summed), their ratio (efficiency), the mean step time,
-the plan churn (plan changes per 100 iterations) and the policy's real cost.
+the plan churn (plan changes per 100 iterations) and the policy's real cost; where a
+policy changes the global batch or sim.noise_scale models the gradient noise, the
+mean global batch, goodput and statistical efficiency too (empty otherwise).
 
 usage: tools/sim/sweep.py BUILD_DIR EXPERIMENT.lua --set KEY=V1,V2,... [--set ...]
          [--fixed KEY=VALUE ...] [--out table.csv]
@@ -82,12 +84,16 @@ def main():
                "step_ms": round(1000.0 * s["train_s"] / it, 4),
                "plan_changes_per_100": round(100.0 * s["plan_changes"] / it, 2),
                "policy_ms_per_iteration": round(s["policy_ms_total"] / it, 4), "error": ""}
+        # A policy that changes the global batch, or gradient noise modelled (sim.noise_scale).
+        for key in ("mean_global_batch", "goodput", "statistical_efficiency"):
+            if s.get(key) is not None:
+                row[key] = round(s[key], 4)
         rows.append(row)
         print(", ".join(f"{k}={v}" for k, v in setting.items()) +
               f": efficiency {row['efficiency']:.3f}, step {row['step_ms']:.2f} ms, "
               f"{row['plan_changes_per_100']:.1f} plan changes / 100 iterations", file=sys.stderr)
     columns = keys + ["efficiency", "samples_per_s", "ideal_samples_per_s", "step_ms", "plan_changes_per_100",
-                      "policy_ms_per_iteration", "error"]
+                      "policy_ms_per_iteration", "mean_global_batch", "goodput", "statistical_efficiency", "error"]
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         w.writeheader()

@@ -30,7 +30,8 @@
 --     Each is smoothed by its own EWMA, and B_noise = tr(Sigma) / |G|^2 is taken of the
 --     smoothed values (McCandlish et al.: the ratio of single noisy estimates is
 --     biased), clamped to [1e-6 B, 1e6 B] (a non-positive |G|^2 means the noise
---     dominates: the upper end). Before any estimate: params.b_noise;
+--     dominates: the upper end). Before any estimate: params.b_noise. (The
+--     estimator is tandem.noise_scale, shared with goodput.)
 --   - the server's time per update (server_busy_ms / updates), an EWMA, added to
 --     the update time of ksync and grouped: STAR's warning that asynchronous modes
 --     load the CPU and network, as far as the engine measures it.
@@ -91,6 +92,7 @@
 local util = require 'tandem.policy_util'
 local sync_plan = require 'tandem.sync_plan'
 local predictor = require 'tandem.predictor'
+local noise_scale = require 'tandem.noise_scale'
 
 local WHO = 'star'
 local WAIT = 4 -- observations a returned plan gets to show up before it is given up
@@ -101,7 +103,7 @@ local C, cfg, lo, equal -- the cluster, the parameters, the solve's minima, the 
 --   policy = 'star',
 --   per_sample, overhead   per worker: EWMA of compute_ms per sample, of data_ms + comm_ms
 --   last_seen              the newest iteration observed
---   noise                  { g2, trace, estimates }: smoothed |G|^2 and tr(Sigma)
+--   noise                  the B_noise estimator (tandem.noise_scale): smoothed |G|^2 and tr(Sigma)
 --   server_ms              EWMA of the server's time per update (ms), nil before measured
 --   adopted                sorted straggler set in force (worker indices); nil until the first is confirmed
 --   candidate, seen_count  the different straggler set seen in a row, and how many times
@@ -135,8 +137,8 @@ function policy.init(cluster)
   }
   lo = util.solve_minima(C, WHO)
   equal = util.equal_split(C.global_batch, lo, C.max_batch)
-  state = { policy = WHO, per_sample = {}, overhead = {}, noise = { estimates = 0 }, seen_count = 0, redecide = true,
-            track = { run = 0, waited = 0 } }
+  state = { policy = WHO, per_sample = {}, overhead = {}, noise = noise_scale.new { alpha = cfg.noise_alpha },
+            seen_count = 0, redecide = true, track = { run = 0, waited = 0 } }
   for i = 1, C.workers do
     state.per_sample[i] = predictor.ewma { alpha = cfg.alpha }
     state.overhead[i] = predictor.ewma { alpha = cfg.alpha }
@@ -168,39 +170,8 @@ end
 
 local function ewma(old, x, a) return old and (a * x + (1 - a) * old) or x end
 
--- One two-batch-size estimate from bsp stats, when they carry the gradient norms.
-local function observe_noise(stats)
-  if (stats.mode or 'bsp') ~= 'bsp' then return end
-  local big = stats.global_grad_sq
-  if type(big) ~= 'number' or big ~= big or big < 0 or big == math.huge then return end
-  local sum_b, sum_bg, n = 0, 0, 0
-  for i = 1, C.workers do
-    local w = stats.workers[i]
-    local b, g = w.local_batch or 0, w.grad_sq
-    if b > 0 then
-      if type(g) ~= 'number' or g ~= g or g < 0 or g == math.huge then return end
-      sum_b, sum_bg, n = sum_b + b, sum_bg + b * g, n + 1
-    end
-  end
-  if n < 2 then return end
-  local b_big, b_small = sum_b, sum_b / n
-  local small = sum_bg / sum_b
-  local g2 = (b_big * big - b_small * small) / (b_big - b_small)
-  local trace = (small - big) / (1 / b_small - 1 / b_big)
-  state.noise.g2 = ewma(state.noise.g2, g2, cfg.noise_alpha)
-  state.noise.trace = ewma(state.noise.trace, trace, cfg.noise_alpha)
-  state.noise.estimates = state.noise.estimates + 1
-end
-
 -- The smoothed B_noise (params.b_noise before any estimate).
-local function b_noise()
-  local B = C.global_batch
-  if not state.noise.g2 then return cfg.b_noise end
-  local lo_b, hi_b = 1e-6 * B, 1e6 * B
-  if state.noise.trace <= 0 then return lo_b end
-  if state.noise.g2 <= 0 then return hi_b end
-  return math.min(hi_b, math.max(lo_b, state.noise.trace / state.noise.g2))
-end
+local function b_noise() return state.noise:b_noise(C.global_batch, cfg.b_noise) end
 
 local function observe_server(stats)
   local updates, busy = stats.updates, stats.server_busy_ms
@@ -413,7 +384,7 @@ local function same_set(a, b) return util.same(a, b) end
 
 function policy.step(stats)
   state.last_seen = util.each_new(stats, state.last_seen, observe)
-  observe_noise(stats)
+  state.noise:observe(stats)
   observe_server(stats)
   track_update(signature(stats.mode or 'bsp', stats_groups(stats.workers), util.batches(stats.workers)))
   local set, t, median = stragglers_now(stats.workers)
@@ -484,6 +455,7 @@ function policy.restore(saved)
   for i = 1, C.workers do
     state.per_sample[i], state.overhead[i] = predictor.load(state.per_sample[i]), predictor.load(state.overhead[i])
   end
+  state.noise = noise_scale.load(state.noise or {}, cfg.noise_alpha)
 end
 
 return policy

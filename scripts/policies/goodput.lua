@@ -4,61 +4,60 @@
 --   goodput(B) = throughput(B) x statistical efficiency(B),
 -- the samples per second times what each sample is worth at that batch: a larger
 -- batch computes faster per sample (fixed costs are shared) but each sample moves
--- training less once B passes the gradient noise scale. Cannikin (Li et al.,
--- "Cannikin: Optimal Adaptive Distributed DNN Training over Heterogeneous
--- Clusters") carries this to workers of different speeds: the throughput of a B is
--- that of its best split, each worker's local batch set by its own speed.
+-- training less once B passes the gradient noise scale. Cannikin ("Optimal
+-- Adaptive Distributed DNN Training over Heterogeneous Clusters") carries this to
+-- workers of different speeds: the throughput of a B is that of its best split,
+-- each worker's local batch set by its own speed.
 --
 -- Per observation:
 --   - each worker's predicted iteration time t_i(b) = m_i(b) + o_i. m_i is its
---     compute time model (tandem.perf_model: linear by least squares over a sliding
---     window, or the piecewise model of a warm-up profile). While the plan does not
---     change a worker is seen at one batch size only and least squares cannot tell
---     slope from intercept: the linear model then falls back to time proportional
---     to the batch through the window's mean, m_i(b) = c_i b with c_i the measured
---     compute_ms per sample (as star does), and learns the intercept once its window
---     holds distinct batch sizes (after a change of B). o_i is an EWMA of the parts
---     of the worker's iteration that do not grow with b: data_ms + comm_ms +
---     optimizer_ms (comm_ms is the gradient all-reduce alone, its size that of the
---     model, not of the batch; waiting for others is idle_ms and left out). A model
---     that mispredicts at an unchanged batch for `confirm` observations in a row
---     (a worker whose speed changed) is refit from those observations, as boa does;
+--     compute time model (tandem.perf_model: linear by least squares over a
+--     sliding window, or the piecewise model of a warm-up profile). While the plan
+--     does not change a worker is seen at one batch size only, and least squares
+--     cannot tell slope from intercept: the linear model then keeps time
+--     proportional to the batch, m_i(b) = c_i b with c_i the measured compute_ms
+--     per sample (as star does; later fits at one batch keep the slope they had),
+--     and learns the intercept once its window holds distinct batch sizes (after a
+--     change of B). o_i is an EWMA of the parts of the worker's iteration that do
+--     not grow with b: data_ms + comm_ms + optimizer_ms (comm_ms is the gradient
+--     all-reduce alone, whose size is the model's, not the batch's; waiting for
+--     others is idle_ms and left out). A model that mispredicts at an unchanged
+--     batch for `confirm` observations in a row (a worker whose speed changed) is
+--     refit from them, as boa does;
 --   - the gradient noise scale B_noise (tandem.noise_scale: McCandlish et al.'s
 --     two-batch-size estimator from the workers' grad_sq and global_grad_sq, each
 --     observation at its own B);
---   - statistical efficiency of a global batch B relative to the experiment's B0,
---     Pollux's E(B) = (B_noise + B0) / (B_noise + B): 1 at B0, below 1 above it (a
---     sample at B is worth E(B) of one at B0), above 1 below it;
---   - for each candidate B (a geometric grid of `candidates` points over the
---     batches within a factor max_step of the B in force and within
---     [global_batch_min, global_batch_max], B0 when among them, and the B in
---     force), the exact
---     integer min-max split within min_batch/max_batch (tandem.minmax), its
---     predicted iteration time T(B) = max_i t_i(b_i), throughput B / T(B) and
---     goodput B / T(B) * E(B).
+--   - the statistical efficiency of a global batch B relative to the experiment's
+--     B0, Pollux's E(B) = (B_noise + B0) / (B_noise + B): 1 at B0, below 1 above it
+--     (a sample at B is worth E(B) of one at B0), above 1 below it;
+--   - for each candidate B, its exact integer min-max split within
+--     min_batch/max_batch (tandem.minmax), the predicted iteration time
+--     T(B) = max_i t_i(b_i), throughput B / T(B) and goodput B / T(B) * E(B). The
+--     candidates: the B in force, and once B may move, a geometric grid of
+--     `candidates` points over the batches within a factor max_step of it and
+--     within [global_batch_min, global_batch_max], and B0 when among those.
 --
 -- Decisions, on stats taken under the plan in force once it has run `confirm`
 -- times, after `warmup` observations, against the predicted goodput of the plan in
--- force (same models, so their errors largely cancel):
+-- force (by the same models, so their errors largely cancel):
 --   - the best candidate, when it is another B and predicts more than min_gain more
 --     goodput. B moves only after `warmup` noise-scale estimates at the B in force
---     (the first B0 too); as training goes on B_noise usually grows and B follows it
---     up. One decision moves B by at most
---     a factor max_step: far below B_noise the estimator is at its least reliable
---     (|G|^2 is a small difference of two large numbers, often negative, which
---     reads as "noise dominates": the top of the clamp), so a far jump on early
---     estimates is taken in steps, each re-judged with the estimates at the new
---     B, which are better;
+--     (B0 included); as training goes on B_noise usually grows and B follows it
+--     up. One decision moves B by at most a factor max_step: far below B_noise the
+--     estimator is at its least reliable (|G|^2 is a small difference of two
+--     large numbers, often negative, which reads as "noise dominates": the top of
+--     the clamp), so a far jump on early estimates is taken in steps, each judged
+--     again with estimates at the new B, which are better;
 --   - else the min-max split of the B in force, when it predicts more than min_gain
 --     more (a worker's speed changed: lbb's re-solve);
 --   - else nothing. min_gain is the hysteresis: B_noise and the times are noisy, and
 --     near the optimum the goodput curve is flat, so small predicted gains are noise.
 -- With global_batch_min == global_batch_max (or without them) B stays B0 and the
 -- policy only re-splits. Plans are bsp plans (no mode): a changed B changes the
--- mathematics of a step, which only the synchronous update makes well defined.
+-- mathematics of a step, which only the synchronous update keeps well defined.
 -- The learning rate follows B in the engine (cluster.lr_scaling: linear, sqrt or
--- adascale); Pollux derives E(B) for AdaScale, for the other two it is the same
--- model's estimate.
+-- adascale; the policy does not need it); Pollux derives E(B) for AdaScale, for the other two
+-- it is the same model's estimate.
 --
 -- Every plan carries `metrics` for the trace: b_noise, noise_estimates,
 -- global_batch and global_batch_before, efficiency(_before), iteration_ms(_before)
@@ -72,7 +71,8 @@
 --                         before the first decision
 --   confirm = 2           observations under the plan in force before judging it;
 --                         also mispredictions in a row that refit a model
---   candidates = 12       points of the geometric grid of B (2..16)
+--   candidates = 12       points of the geometric grid of B (2..16; beyond 256
+--                         workers at most 4096 / workers, for the time budget)
 --   max_step = 4          the most one decision multiplies or divides B by
 --   model_change = 0.1    relative misprediction at an unchanged batch that counts
 --   alpha = 0.5           EWMA weight of the newest fixed-cost observation
@@ -129,7 +129,9 @@ local function batch_range(cluster, c)
   for _, key in ipairs { 'global_batch_min', 'global_batch_max' } do
     local v = cluster[key]
     if v == nil then v = B0 end
-    if not is_int(v) or v < 1 then error(('%s: cluster.%s must be a positive integer, got %s'):format(WHO, key, tostring(v)), 3) end
+    if not is_int(v) or v < 1 then
+      error(('%s: cluster.%s must be a positive integer, got %s'):format(WHO, key, tostring(v)), 3)
+    end
     bounds[#bounds + 1] = v
   end
   local lo_b, hi_b = bounds[1], bounds[2]
@@ -149,7 +151,6 @@ local function int_param(p, key, default, lo_v, hi_v) return util.int_param(p, k
 function policy.init(cluster)
   C = util.read_cluster(cluster, WHO)
   C.batch_min, C.batch_max = batch_range(cluster, C)
-  C.lr_scaling = type(cluster.lr_scaling) == 'string' and cluster.lr_scaling or nil
   local p = C.params
   cfg = {
     min_gain = util.param(p, 'min_gain', 0.05, 0, nil, WHO),
@@ -275,6 +276,12 @@ local function evaluate(models, B, bn)
   return r
 end
 
+-- Points of the grid: `candidates`, fewer beyond 256 workers so that one decision
+-- (a min-max solve per candidate, O(N) each: ~4 ms at 1024 workers, interpreted)
+-- fits the default 50 ms budget: at most WORK / N, at least 2.
+local WORK = 4096
+local function grid_points() return max(2, min(cfg.candidates, floor(WORK / C.workers))) end
+
 -- The candidate global batches, ascending: the B in force (when within the
 -- range), and when B may move a geometric grid over the batches within max_step
 -- of it, and B0 when it is among them. A B in force outside the range (a plan from
@@ -291,7 +298,7 @@ local function candidate_batches(B_now, may_move)
     if inside then
       lo_b, hi_b = max(lo_b, math.ceil(B_now / cfg.max_step)), min(hi_b, floor(B_now * cfg.max_step))
     end
-    local K = cfg.candidates
+    local K = grid_points()
     for k = 0, K - 1 do add(floor(lo_b * (hi_b / lo_b) ^ (k / (K - 1)) + 0.5)) end
     add(C.global_batch)
   end

@@ -259,6 +259,12 @@ T.test('goodput: a large B_noise, or a large fixed cost, picks a larger B', func
                              noise = 0.02, grad_noise = 0.05 }, 80)
   T.ok(cheap.trace[79].B < sim.trace[79].B, ('cheap all-reduce: B %d, costly: B %d'):format(cheap.trace[79].B,
                                                                                           sim.trace[79].B))
+  -- A fixed compute cost (20 ms an iteration inside compute_ms): at one batch per
+  -- worker the models cannot see it (time proportional to the batch), but the first
+  -- min-max split gives each worker a second batch size, from which they learn it.
+  local fixed = run_policy({ speeds = SPEEDS, B = 64, B_min = 32, B_max = 1024, b_noise = 4096, comm = 0.5,
+                             fixed = 20, noise = 0.02, grad_noise = 0.02 }, 100)
+  T.ok(fixed.trace[99].B >= 256, ('fixed compute cost: B grows: chose %s'):format(show(chosen(fixed))))
 end)
 
 T.test('goodput: B follows a growing noise scale', function()

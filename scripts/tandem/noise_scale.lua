@@ -13,8 +13,8 @@
 --   |G|^2     ~ (B_big |G_big|^2 - B_small |G_small|^2) / (B_big - B_small)
 --   tr(Sigma) ~ (|G_small|^2 - |G_big|^2) / (1 / B_small - 1 / B_big)
 -- B is each observation's own: the sum of the local batches the norms were
--- measured over (the plan's global batch, stats.global_batch, under bsp), since a
--- policy may change B from one plan to the next. Each of the two is smoothed by its
+-- measured over, which must be the plan's global batch, stats.global_batch, when
+-- the stats carry it (a policy may change B from one plan to the next). Each of the two is smoothed by its
 -- own EWMA and B_noise is the ratio of the smoothed values: the ratio of single
 -- noisy estimates is biased (McCandlish et al.), and |G|^2 alone is a small
 -- difference of two large numbers when B << B_noise, often negative.
@@ -71,6 +71,9 @@ function M.estimate(stats)
     end
   end
   if n < 2 then return nil end
+  -- The global norm was measured over the plan's B: stats that do not add up to it
+  -- (a report missing) would pair it with the wrong batch sizes.
+  if stats.global_batch ~= nil and stats.global_batch ~= sum_b then return nil end
   local b_big, b_small = sum_b, sum_b / n
   local small = sum_bg / sum_b
   local g2 = (b_big * big - b_small * small) / (b_big - b_small)

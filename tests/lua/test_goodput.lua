@@ -209,6 +209,9 @@ T.test('noise_scale: what carries no estimate is skipped; the prior and the clam
   T.eq(e:observe({ mode = 'bsp', global_grad_sq = 1, workers = { { local_batch = 8, grad_sq = 2 },
                                                                   { local_batch = 0, grad_sq = 0 } } }), false,
        'one worker with samples: one batch size only')
+  T.eq(e:observe({ mode = 'bsp', global_batch = 24, global_grad_sq = 1,
+                   workers = { { local_batch = 8, grad_sq = 2 }, { local_batch = 8, grad_sq = 2 } } }), false,
+       "batches that do not add up to the plan's B (a report missing)")
   -- Norms near the largest double: the estimate overflows and is dropped.
   T.eq(e:observe({ mode = 'bsp', global_grad_sq = 1e308, workers = { { local_batch = 1e9, grad_sq = 1e308 },
                                                                       { local_batch = 8, grad_sq = 1e308 } } }), false)

@@ -10,29 +10,36 @@
 -- each worker's local batch set by its own speed.
 --
 -- Per observation:
---   - each worker's predicted iteration time t_i(b) = m_i(b) + o_i. m_i is its
---     compute time model (tandem.perf_model: linear by least squares over a
---     sliding window, or the piecewise model of a warm-up profile). While the plan
+--   - the predicted iteration time of a split b, T = max_i t_i(b_i) + S, from each
+--     worker's time to its gradient t_i(b) = m_i(b) + d_i and the time after it.
+--     m_i is the worker's compute time model (tandem.perf_model: linear by least
+--     squares over a sliding window, or the piecewise model of a warm-up
+--     profile). While the plan
 --     does not change a worker is seen at one batch size only, and least squares
 --     cannot tell slope from intercept: the linear model then keeps time
 --     proportional to the batch, m_i(b) = c_i b with c_i the measured compute_ms
 --     per sample (as star does; later fits at one batch keep the slope they had),
 --     and learns the intercept once its window holds distinct batch sizes (after a
---     change of B). o_i is an EWMA of the parts of the worker's iteration that do
---     not grow with b: data_ms + comm_ms + optimizer_ms (comm_ms is the gradient
---     all-reduce alone, whose size is the model's, not the batch's; waiting for
---     others is idle_ms and left out). A model that mispredicts at an unchanged
---     batch for `confirm` observations in a row (a worker whose speed changed) is
---     refit from them, as boa does;
+--     change of B). d_i is an EWMA of the worker's data_ms (taken as not growing
+--     with b, as star does). S is an EWMA of the workers' mean comm_ms +
+--     optimizer_ms: the all-reduce (its size is the model's, not the batch's;
+--     waiting for others is idle_ms, left out) and the update, which every worker
+--     does after the slowest has arrived, so S is the cluster's and stays out of
+--     the split (a per-worker one would have the split chase the noise of each
+--     worker's all-reduce time). A model that mispredicts at an unchanged batch
+--     for `confirm` observations in a row (a worker whose speed changed) is refit
+--     from them, as boa does;
 --   - the gradient noise scale B_noise (tandem.noise_scale: McCandlish et al.'s
 --     two-batch-size estimator from the workers' grad_sq and global_grad_sq, each
---     observation at its own B);
+--     observation at its own B; averaged by weighted, bias-corrected EWMAs in
+--     which an estimate of |G|^2 weighs B^2, since far below B_noise its spread
+--     falls as 1 / B);
 --   - the statistical efficiency of a global batch B relative to the experiment's
 --     B0, Pollux's E(B) = (B_noise + B0) / (B_noise + B): 1 at B0, below 1 above it
 --     (a sample at B is worth E(B) of one at B0), above 1 below it;
 --   - for each candidate B, its exact integer min-max split within
---     min_batch/max_batch (tandem.minmax), the predicted iteration time
---     T(B) = max_i t_i(b_i), throughput B / T(B) and goodput B / T(B) * E(B). The
+--     min_batch/max_batch (tandem.minmax, over the t_i), its predicted iteration
+--     time T(B), throughput B / T(B) and goodput B / T(B) * E(B). The
 --     candidates: the B in force, and once B may move, a geometric grid of
 --     `candidates` points over the batches within a factor max_step of it and
 --     within [global_batch_min, global_batch_max], and B0 when among those.
@@ -41,42 +48,54 @@
 -- times, after `warmup` observations, against the predicted goodput of the plan in
 -- force (by the same models, so their errors largely cancel):
 --   - the best candidate, when it is another B and predicts more than min_gain more
---     goodput. B moves only after `warmup` noise-scale estimates at the B in force
---     (B0 included); as training goes on B_noise usually grows and B follows it
---     up. One decision moves B by at most a factor max_step: far below B_noise the
---     estimator is at its least reliable (|G|^2 is a small difference of two
---     large numbers, often negative, which reads as "noise dominates": the top of
---     the clamp), so a far jump on early estimates is taken in steps, each judged
---     again with estimates at the new B, which are better;
---   - else the min-max split of the B in force, when it predicts more than min_gain
---     more (a worker's speed changed: lbb's re-solve);
+--     goodput than the plan in force and than the best split of the B in force
+--     (so that a re-split's gain is not taken for the new B's). B moves only
+--     after `warmup` noise-scale estimates at the B in force (B0 included); as
+--     training goes on B_noise usually grows and B follows it up. One decision
+--     moves B by at most a factor max_step: far below B_noise the estimator is at
+--     its least reliable (|G|^2 is a small difference of two large numbers, often
+--     negative, which reads as "noise dominates": the top of the clamp), and the
+--     time models extrapolate from the batches they have seen; so a far jump is
+--     taken in steps, each judged again with estimates and times at the new B,
+--     which are better. A move back the way
+--     the last one came needs twice min_gain: the times drift with the load of
+--     the machine, and a B is judged by what was measured while it ran, so two
+--     B's can each look better from the other within a small gain;
+--   - else the min-max split of the B in force, when it predicts more than
+--     split_gain more (a worker's speed changed: lbb's re-solve). split_gain is
+--     larger than min_gain: a re-split moves a few samples per worker, and models
+--     fitted over batches a few samples apart mispredict by several percent when
+--     times are noisy, so a small predicted gain would re-split on noise;
 --   - else nothing. min_gain is the hysteresis: B_noise and the times are noisy, and
 --     near the optimum the goodput curve is flat, so small predicted gains are noise.
 -- With global_batch_min == global_batch_max (or without them) B stays B0 and the
 -- policy only re-splits. Plans are bsp plans (no mode): a changed B changes the
 -- mathematics of a step, which only the synchronous update keeps well defined.
 -- The learning rate follows B in the engine (cluster.lr_scaling: linear, sqrt or
--- adascale; the policy does not need it); Pollux derives E(B) for AdaScale, for the other two
--- it is the same model's estimate.
+-- adascale; the policy does not need it); Pollux derives E(B) for AdaScale, for
+-- the other two it is the same model's estimate.
 --
 -- Every plan carries `metrics` for the trace: b_noise, noise_estimates,
 -- global_batch and global_batch_before, efficiency(_before), iteration_ms(_before)
 -- (predicted), throughput(_before) (samples/s, predicted), goodput(_before), gain
--- (relative, predicted), candidates (how many B were weighed), overhead_ms (the
--- largest o_i).
+-- (relative, predicted), candidates (how many B were weighed), sync_ms (S).
 --
 -- Parameters (cluster.params), with defaults:
---   min_gain = 0.05       relative predicted goodput gain that justifies a new plan
+--   min_gain = 0.05       relative predicted goodput gain that justifies a new B
+--   split_gain = 0.1      relative predicted gain that justifies a new split of the same B
 --   warmup = 5            observations (and noise-scale estimates, for a new B)
 --                         before the first decision
 --   confirm = 2           observations under the plan in force before judging it;
 --                         also mispredictions in a row that refit a model
 --   candidates = 12       points of the geometric grid of B (2..16; beyond 256
 --                         workers at most 4096 / workers, for the time budget)
---   max_step = 4          the most one decision multiplies or divides B by
+--   max_step = 2          the most one decision multiplies or divides B by
 --   model_change = 0.1    relative misprediction at an unchanged batch that counts
---   alpha = 0.5           EWMA weight of the newest fixed-cost observation
---   noise_alpha = 0.1     EWMA weight of the newest |G|^2 and tr(Sigma) estimates
+--   alpha = 0.5           EWMA weight of the newest data_ms and of comm_ms + optimizer_ms
+--   noise_alpha = 0.02    weight of the newest |G|^2 and tr(Sigma) estimates in their
+--                         weighted, bias-corrected EWMAs (about the last 50 count: one
+--                         estimate from a few workers is noisy, and B should follow
+--                         the trend, not the noise; AdaptDL averages longer still)
 --   b_noise = B0          B_noise until the first estimate (E(B) in the metrics)
 --   window = 20           observations per linear model
 --   profile               warm-up profile: per worker or per device name (as boa, lbb)
@@ -105,13 +124,15 @@ local C, cfg, raised, method
 -- state = {
 --   policy = 'goodput',
 --   models                        per worker: its compute time model (tandem.perf_model)
---   overhead                      per worker: EWMA of data_ms + comm_ms + optimizer_ms (tandem.predictor)
+--   data                          per worker: EWMA of data_ms (tandem.predictor)
+--   sync                          EWMA of the workers' mean comm_ms + optimizer_ms (tandem.predictor)
 --   noise                         the B_noise estimator (tandem.noise_scale)
 --   tracker                       the plan tracker (tandem.policy_util)
 --   stale, stale_ms, prev_batch   per worker: mispredictions at an unchanged batch (policy_util.observe_model)
 --   last_seen                     the newest iteration observed
 --   observed                      step() calls so far
 --   batch, estimates_at_batch     the B in force and the noise-scale estimates taken under it
+--   direction                     the last move of B: 1 up, -1 down (nil: none yet)
 -- }
 local state
 
@@ -157,10 +178,11 @@ function policy.init(cluster)
     warmup = int_param(p, 'warmup', 5, 1),
     confirm = int_param(p, 'confirm', 2, 1),
     candidates = int_param(p, 'candidates', 12, 2, 16),
-    max_step = util.param(p, 'max_step', 4, 1, nil, WHO),
+    max_step = util.param(p, 'max_step', 2, 1, nil, WHO),
+    split_gain = util.param(p, 'split_gain', 0.1, 0, nil, WHO),
     model_change = util.param(p, 'model_change', 0.1, 0, nil, WHO),
     alpha = util.param(p, 'alpha', 0.5, 0.01, 1, WHO),
-    noise_alpha = util.param(p, 'noise_alpha', 0.1, 0.01, 1, WHO),
+    noise_alpha = util.param(p, 'noise_alpha', 0.02, 0.001, 1, WHO),
     b_noise = util.param(p, 'b_noise', C.global_batch, 0, nil, WHO),
     window = int_param(p, 'window', 20, 1),
     solver = util.solver(p, WHO),
@@ -170,11 +192,12 @@ function policy.init(cluster)
   -- that cannot give everyone a sample falls back to min_batch, see minima()).
   raised = util.solve_minima({ workers = C.workers, global_batch = C.batch_max, min_batch = C.min_batch,
                                max_batch = C.max_batch, params = p }, WHO)
-  state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), overhead = {}, tracker = util.tracker(),
-            noise = noise_scale.new { alpha = cfg.noise_alpha }, stale = {}, stale_ms = {}, prev_batch = {},
-            observed = 0, batch = C.global_batch, estimates_at_batch = 0 }
+  state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), data = {}, tracker = util.tracker(),
+            sync = predictor.ewma { alpha = cfg.alpha },
+            noise = noise_scale.new { alpha = cfg.noise_alpha, weighted = true }, stale = {}, stale_ms = {},
+            prev_batch = {}, observed = 0, batch = C.global_batch, estimates_at_batch = 0 }
   for i = 1, C.workers do
-    state.overhead[i] = predictor.ewma { alpha = cfg.alpha }
+    state.data[i] = predictor.ewma { alpha = cfg.alpha }
     state.stale[i], state.stale_ms[i], state.prev_batch[i] = 0, 0, 0
   end
 end
@@ -182,19 +205,16 @@ end
 ---------------------------------------------------------------------------------
 -- Observations.
 
--- data_ms + comm_ms + optimizer_ms of a worker's stats; nil when one is junk.
-local function fixed_ms(w)
-  local sum = 0
-  for _, key in ipairs { 'data_ms', 'comm_ms', 'optimizer_ms' } do
-    local v = w[key] or 0
-    if not finite(v) or v < 0 or v > DAY_MS then return nil end
-    sum = sum + v
-  end
-  return sum
+-- A time in a worker's stats, 0 when absent; nil when it is junk.
+local function time_ms(w, key)
+  local v = w[key] or 0
+  if not finite(v) or v < 0 or v >= DAY_MS then return nil end
+  return v
 end
 
 local function observe(entry)
   local workers = entry.workers
+  local sync_sum, synced = 0, 0
   for i = 1, C.workers do
     local w = workers[i]
     local b, ms = w and w.local_batch, w and w.compute_ms
@@ -203,10 +223,12 @@ local function observe(entry)
     -- dropped it.
     if is_int(b) and b > 0 and b <= C.max_batch[i] and finite(ms) and ms > 0 and ms < DAY_MS then
       util.observe_model(state.models[i], state, i, b, ms, cfg.model_change)
-      local o = fixed_ms(w)
-      if o then state.overhead[i]:observe(o) end
+      local data, comm, update = time_ms(w, 'data_ms'), time_ms(w, 'comm_ms'), time_ms(w, 'optimizer_ms')
+      if data then state.data[i]:observe(data) end
+      if comm and update then sync_sum, synced = sync_sum + comm + update, synced + 1 end
     end
   end
+  if synced > 0 then state.sync:observe(sync_sum / synced) end
 end
 
 -- Refits the models that mispredicted `confirm` times in a row at an unchanged
@@ -221,7 +243,8 @@ local function refit_stale()
 end
 
 ---------------------------------------------------------------------------------
--- The iteration time model t_i(b) = m_i(b) + o_i, in the form tandem.minmax takes.
+-- A worker's time to its gradient t_i(b) = m_i(b) + d_i, in the form tandem.minmax
+-- takes (d_i as o).
 
 local Timed = {}
 Timed.__index = Timed
@@ -244,7 +267,7 @@ local function timed_models()
   local models = {}
   for i = 1, C.workers do
     if not state.models[i]:ready() then return nil end
-    models[i] = setmetatable({ m = state.models[i], o = state.overhead[i]:predict() or 0 }, Timed)
+    models[i] = setmetatable({ m = state.models[i], o = state.data[i]:predict() or 0 }, Timed)
   end
   return models
 end
@@ -261,7 +284,9 @@ local function minima(B)
   return sum <= B and raised or C.min_batch
 end
 
-local function rate(B, T, bn)
+-- B's rate when its slowest worker takes T_max ms to its gradient.
+local function rate(B, T_max, bn)
+  local T = T_max + (state.sync:predict() or 0)
   local throughput = T > 0 and 1000 * B / T or 0
   local eff = efficiency(B, bn)
   return { B = B, T = T, throughput = throughput, eff = eff, goodput = throughput * eff }
@@ -324,8 +349,6 @@ local function finite_only(metrics)
 end
 
 local function plan_of(pick, now, bn, count, why)
-  local largest = 0
-  for i = 1, C.workers do largest = max(largest, state.overhead[i]:predict() or 0) end
   local gain = now.goodput > 0 and pick.goodput / now.goodput - 1 or 0
   local batches = {}
   for i = 1, C.workers do batches[i] = pick.batches[i] end
@@ -336,7 +359,7 @@ local function plan_of(pick, now, bn, count, why)
       b_noise = bn, noise_estimates = state.noise.estimates, global_batch = pick.B, global_batch_before = now.B,
       efficiency = pick.eff, efficiency_before = now.eff, iteration_ms = pick.T, iteration_ms_before = now.T,
       throughput = pick.throughput, throughput_before = now.throughput, goodput = pick.goodput,
-      goodput_before = now.goodput, gain = gain, candidates = count, overhead_ms = largest,
+      goodput_before = now.goodput, gain = gain, candidates = count, sync_ms = state.sync:predict() or 0,
     },
   }
 end
@@ -357,14 +380,18 @@ local function decide(models, current)
     end
   end
   if not best then return nil end
-  local bar = (1 + cfg.min_gain) * now.goodput
-  if best.B ~= now.B and (outside or best.goodput > bar) then
+  -- Back the way the last move came, twice the gain: the times drift with the
+  -- machine's load, and each B is judged by what was measured while it ran.
+  local back = state.direction ~= nil and (best.B - now.B) * state.direction < 0
+  local bar_move = (1 + (back and 2 or 1) * cfg.min_gain) * max(now.goodput, same and same.goodput or 0)
+  if best.B ~= now.B and (outside or best.goodput > bar_move) then
+    state.direction = best.B > now.B and 1 or -1
     return plan_of(best, now, bn, #list, function(gain)
       return ('B %d -> %d: goodput %+.0f%% (B_noise %.0f, eff %.2f -> %.2f, %.0f -> %.0f samples/s)')
              :format(now.B, best.B, 100 * gain, bn, now.eff, best.eff, now.throughput, best.throughput)
     end)
   end
-  if same and same.goodput > bar and not util.same(same.batches, current) then
+  if same and same.goodput > (1 + cfg.split_gain) * now.goodput and not util.same(same.batches, current) then
     return plan_of(same, now, bn, #list, function()
       return ('re-split at B %d: predicted iteration %.1f -> %.1f ms'):format(now.B, now.T, same.T)
     end)
@@ -406,10 +433,17 @@ function policy.restore(saved)
   local whole
   state, whole = util.restore_models(state, saved, WHO, C.workers)
   if whole then
-    for i = 1, C.workers do state.overhead[i] = predictor.load(state.overhead[i]) end
+    for i = 1, C.workers do state.data[i] = predictor.load(state.data[i]) end
+    state.sync = predictor.load(state.sync)
     state.noise = noise_scale.load(state.noise, cfg.noise_alpha)
   elseif type(saved) == 'table' and saved.policy == 'star' and type(saved.noise) == 'table' then
-    state.noise = noise_scale.load(saved.noise, cfg.noise_alpha)
+    -- star's smoothed values, as if one estimate at B0 of goodput's averages.
+    local star = noise_scale.load(saved.noise)
+    if star.g2 then
+      local w = C.global_batch * C.global_batch
+      state.noise.g2, state.noise.trace, state.noise.estimates = star.g2, star.trace, star.estimates
+      state.noise.sums = { g2 = w * star.g2, g2_weight = w, trace = star.trace, trace_weight = 1 }
+    end
   end
 end
 

@@ -17,7 +17,15 @@
 -- the stats carry it (a policy may change B from one plan to the next). Each of the two is smoothed by its
 -- own EWMA and B_noise is the ratio of the smoothed values: the ratio of single
 -- noisy estimates is biased (McCandlish et al.), and |G|^2 alone is a small
--- difference of two large numbers when B << B_noise, often negative.
+-- difference of two large numbers when B << B_noise, often negative. The EWMA
+-- starts at the first estimate (star's, whose B does not change). With
+-- weighted = true (for a policy that moves B) it is a weighted, bias-corrected
+-- EWMA instead: each average is sum(decay * weight * estimate) / sum(decay *
+-- weight), decay (1 - alpha)^age, so no single early estimate stays in charge
+-- (Adam's correction; AdaptDL's for this estimator), and |G|^2's estimates weigh
+-- B^2: far below B_noise their spread is ~ tr(Sigma) / B (B |G_B|^2 spreads by
+-- ~ tr(Sigma) whatever B, and the difference is divided by ~B), so an estimate at
+-- 4B is worth 16 at B; tr(Sigma)'s spread does not depend on B (weight 1).
 --
 -- b_noise(B, prior) clamps to [1e-6 B, 1e6 B] (B: the caller's reference batch); a
 -- non-positive smoothed |G|^2 means the noise dominates (the upper end), a
@@ -31,8 +39,10 @@
 --
 -- An estimator is plain data with its methods in its class (the metatable), so it
 -- lives in a policy's state table and is saved as it is; noise_scale.load gives a
--- copied one its methods back. Fields: alpha, g2 and trace (the smoothed |G|^2 and
--- tr(Sigma), nil before the first estimate), estimates (how many were taken).
+-- copied one its methods back. Fields: alpha, weighted, g2 and trace (the
+-- smoothed |G|^2 and tr(Sigma), nil before the first estimate), estimates (how
+-- many were taken); weighted ones also the sums behind g2 and trace (sums = {g2,
+-- g2_weight, trace, trace_weight}).
 local M = {}
 
 local huge = math.huge
@@ -43,13 +53,16 @@ local function norm(v) return finite(v) and v >= 0 end
 local Estimator = {}
 Estimator.__index = Estimator
 
--- opts.alpha: the EWMA weight of the newest estimate of each of |G|^2 and tr(Sigma).
+-- opts.alpha: the EWMA weight of the newest estimate of each of |G|^2 and tr(Sigma);
+-- opts.weighted: the weighted, bias-corrected averages (see the header).
 function M.new(opts)
-  local alpha = (opts or {}).alpha or 0.1
+  opts = opts or {}
+  local alpha = opts.alpha or 0.1
   if not finite(alpha) or alpha <= 0 or alpha > 1 then
     error('noise_scale.new: alpha must be in (0, 1], got ' .. tostring(alpha), 2)
   end
-  return setmetatable({ kind = 'noise_scale', alpha = alpha, estimates = 0 }, Estimator)
+  return setmetatable({ kind = 'noise_scale', alpha = alpha, weighted = opts.weighted == true, estimates = 0 },
+                      Estimator)
 end
 
 local function ewma(old, x, a) return old and (a * x + (1 - a) * old) or x end
@@ -84,10 +97,19 @@ end
 
 -- Takes one observation's estimate into the smoothed values; true when it held one.
 function Estimator:observe(stats)
-  local g2, trace = M.estimate(stats)
+  local g2, trace, B = M.estimate(stats)
   if not g2 then return false end
-  self.g2 = ewma(self.g2, g2, self.alpha)
-  self.trace = ewma(self.trace, trace, self.alpha)
+  if self.weighted then
+    local keep, a, old = 1 - self.alpha, self.alpha, self.sums or { g2 = 0, g2_weight = 0, trace = 0, trace_weight = 0 }
+    local sums = { g2 = keep * old.g2 + a * B * B * g2, g2_weight = keep * old.g2_weight + a * B * B,
+                   trace = keep * old.trace + a * trace, trace_weight = keep * old.trace_weight + a }
+    -- (Batches and norms near the largest double overflow the sums: no estimate.)
+    if not finite(sums.g2) or not finite(sums.g2_weight) or sums.g2_weight <= 0 then return false end
+    self.sums, self.g2, self.trace = sums, sums.g2 / sums.g2_weight, sums.trace / sums.trace_weight
+  else
+    self.g2 = ewma(self.g2, g2, self.alpha)
+    self.trace = ewma(self.trace, trace, self.alpha)
+  end
   self.estimates = self.estimates + 1
   return true
 end
@@ -104,7 +126,10 @@ function Estimator:b_noise(B, prior)
 end
 
 function Estimator:save()
-  return { kind = 'noise_scale', alpha = self.alpha, g2 = self.g2, trace = self.trace, estimates = self.estimates }
+  local sums = self.sums and { g2 = self.sums.g2, g2_weight = self.sums.g2_weight, trace = self.sums.trace,
+                               trace_weight = self.sums.trace_weight }
+  return { kind = 'noise_scale', alpha = self.alpha, weighted = self.weighted, g2 = self.g2, trace = self.trace,
+           estimates = self.estimates, sums = sums }
 end
 
 -- A saved estimator (a copy of one: its data without the metatable) with its
@@ -112,13 +137,21 @@ end
 -- before estimators carried it).
 function M.load(saved, alpha)
   if type(saved) ~= 'table' then error('noise_scale.load: expected a saved estimator table, got ' .. type(saved), 2) end
-  local e = M.new { alpha = saved.alpha or alpha }
+  local e = M.new { alpha = saved.alpha or alpha, weighted = saved.weighted }
   if saved.g2 ~= nil or saved.trace ~= nil then
     if not finite(saved.g2) or not finite(saved.trace) then
       error('noise_scale.load: the saved g2 and trace must be finite numbers, got ' .. tostring(saved.g2) .. ', '
             .. tostring(saved.trace), 2)
     end
     e.g2, e.trace = saved.g2, saved.trace
+  end
+  local sums = saved.sums
+  if e.weighted and e.g2 ~= nil then
+    if type(sums) ~= 'table' or not finite(sums.g2) or not finite(sums.g2_weight) or not finite(sums.trace)
+       or not finite(sums.trace_weight) or sums.g2_weight <= 0 or sums.trace_weight <= 0 then
+      error('noise_scale.load: a weighted estimator needs its sums {g2, g2_weight, trace, trace_weight}', 2)
+    end
+    e.sums = { g2 = sums.g2, g2_weight = sums.g2_weight, trace = sums.trace, trace_weight = sums.trace_weight }
   end
   e.estimates = tonumber(saved.estimates) or 0
   return e

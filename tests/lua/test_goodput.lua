@@ -162,7 +162,8 @@ local function norm_stats(b, b_noise, g2, rel, t)
   local workers, B = {}, 0
   for i = 1, #b do
     B = B + b[i]
-    workers[i] = { local_batch = b[i], grad_sq = b[i] > 0 and (g2 + g2 * b_noise / b[i]) * (1 + rel * noise(i, t)) or 0 }
+    local g = b[i] > 0 and (g2 + g2 * b_noise / b[i]) * (1 + rel * noise(i, t)) or 0
+    workers[i] = { local_batch = b[i], grad_sq = g }
   end
   return { mode = 'bsp', global_batch = B, workers = workers,
            global_grad_sq = (g2 + g2 * b_noise / B) * (1 + rel * noise(0, t)) }
@@ -226,20 +227,49 @@ T.test('noise_scale: what carries no estimate is skipped; the prior and the clam
   T.eq(f:b_noise(64), 64e6)
 end)
 
-T.test('noise_scale: save and load as plain data', function()
-  local e = noise_scale.new { alpha = 0.3 }
-  for t = 1, 5 do e:observe(norm_stats({ 8, 24 }, 300, 1, 0.1, t)) end
-  local copy = fixtures.read_literal(fixtures.literal(fixtures.plain_copy(e, 'noise')))
-  local back = noise_scale.load(copy)
-  T.eq(back:save(), e:save())
-  T.eq(back:b_noise(32), e:b_noise(32))
-  back:observe(norm_stats({ 8, 24 }, 300, 1, 0.1, 6))
-  e:observe(norm_stats({ 8, 24 }, 300, 1, 0.1, 6))
-  T.eq(back:save(), e:save())
+T.test('noise_scale: save and load as plain data, both kinds', function()
+  for _, weighted in ipairs { false, true } do
+    local e = noise_scale.new { alpha = 0.3, weighted = weighted }
+    for t = 1, 5 do e:observe(norm_stats({ 8 * t, 24 }, 300, 1, 0.1, t)) end
+    local copy = fixtures.read_literal(fixtures.literal(fixtures.plain_copy(e, 'noise')))
+    local back = noise_scale.load(copy)
+    T.eq(back:save(), e:save())
+    T.eq(back:b_noise(32), e:b_noise(32))
+    back:observe(norm_stats({ 8, 24 }, 300, 1, 0.1, 6))
+    e:observe(norm_stats({ 8, 24 }, 300, 1, 0.1, 6))
+    T.eq(back:save(), e:save())
+  end
   -- A state saved before estimators carried alpha (star's old { estimates = 0 }).
-  T.eq(noise_scale.load({ estimates = 0 }, 0.2):save(), { kind = 'noise_scale', alpha = 0.2, estimates = 0 })
+  T.eq(noise_scale.load({ estimates = 0 }, 0.2):save(),
+       { kind = 'noise_scale', alpha = 0.2, weighted = false, estimates = 0 })
   T.raises(function() noise_scale.load({ g2 = 0 / 0, trace = 1 }) end, 'finite')
+  T.raises(function() noise_scale.load({ weighted = true, g2 = 1, trace = 1 }) end, 'sums')
   T.raises(function() noise_scale.new { alpha = 0 } end, 'alpha')
+end)
+
+T.test('noise_scale: weighted averages let estimates at a larger B outweigh those far below B_noise', function()
+  -- Twenty estimates at B = 32 whose |G|^2 came out at a quarter of the truth (noise
+  -- far below B_noise = 4000), then five exact ones at B = 512. Weighted, the
+  -- |G|^2 average is within 2% of the truth; a plain EWMA with the same alpha
+  -- (star's kind) has moved a tenth of the way.
+  local function skewed(b, t)
+    local s = norm_stats(b, 4000, 1, 0, t)
+    local B = 0
+    for i = 1, #b do B = B + b[i] end
+    -- |G_big|^2 lowered so that the estimate of |G|^2 is 0.25 (tr(Sigma) moves a little).
+    s.global_grad_sq = s.global_grad_sq - 0.75 * (B - B / #b) / B
+    return s
+  end
+  local w, plain = noise_scale.new { alpha = 0.02, weighted = true }, noise_scale.new { alpha = 0.02 }
+  for t = 1, 20 do
+    for _, e in ipairs { w, plain } do T.ok(e:observe(skewed({ 8, 8, 8, 8 }, t))) end
+  end
+  T.near(w.g2, 0.25, 1e-9, 'the early estimates, averaged')
+  for t = 21, 25 do
+    for _, e in ipairs { w, plain } do T.ok(e:observe(norm_stats({ 128, 128, 128, 128 }, 4000, 1, 0, t))) end
+  end
+  T.ok(math.abs(w.g2 - 1) < 0.02, 'weighted |G|^2 ' .. w.g2)
+  T.ok(plain.g2 < 0.4, 'plain |G|^2 ' .. plain.g2)
 end)
 
 ---------------------------------------------------------------------------------

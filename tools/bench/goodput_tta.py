@@ -2,10 +2,13 @@
 """Adaptive global batch (issue 23): time to a target accuracy of the goodput policy
 against lbb at the default global batch and at the best fixed one.
 
-Emulation: speed factors 1, 1, 0.5, 0.25 of a reference device running at a quarter
+Emulation: speed factors 1, 1, 0.5, 0.25 of a reference device running at an eighth
 of a core (--reference), 4 workers; MLP 784-256-256-10 on Fashion-MNIST, SGD with
 momentum 0.9, a constant learning rate, test accuracy evaluated every ~2048 samples
-(evaluations are not training time). One calibration of this machine for every run.
+(evaluations are not training time), target 87% (at 85%, reached within the first
+epoch while the noise scale is still small, B = 64 is close to the best B).
+--comm-delay-ms adds an emulated link's time to every all-reduce (a slower network).
+One calibration of this machine for every run.
 
 Variants, each with the same learning-rate search budget (the same three base
 learning rates, given for B0 = 64):
@@ -18,7 +21,7 @@ Each variant's best learning rate is then run again with --repeats seeds; the
 medians of the time to target are compared. Then each variant's best configuration
 trains a fixed --epochs without a target, for the final test accuracy.
 
-usage: tools/bench/goodput_tta.py BUILD_DIR [--reference 0.25] [--repeats 3] [--epochs 3] [--out FILE]
+usage: tools/bench/goodput_tta.py BUILD_DIR [--reference 0.125] [--repeats 3] [--epochs 4] [--comm-delay-ms 0] [--out FILE]
 """
 import argparse
 import json
@@ -32,7 +35,7 @@ SPEEDS = "{1,1,0.5,0.25}"
 B0 = 64
 FIXED = [64, 128, 256, 512]
 BASE_LRS = [0.025, 0.05, 0.1]
-TARGET = 0.85
+TARGET = 0.87  # late enough in training for the noise scale to grow (at 0.85 B = 64 is near the best)
 RANGE = (64, 1024)
 
 
@@ -56,16 +59,19 @@ def variants():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
-    ap.add_argument("--reference", type=float, default=0.25)
+    ap.add_argument("--reference", type=float, default=0.125)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--epochs", type=float, default=3)
+    ap.add_argument("--epochs", type=float, default=4)
+    ap.add_argument("--comm-delay-ms", type=float, default=0.0,
+                    help="emulated link: added to every worker's all-reduce (0: the machine's shared memory)")
     ap.add_argument("--out")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="tandem-goodput-")
     go = Runner(args.build, root, ["--workers", "4", f"emulation.reference={args.reference}",
-                                   f"emulation.speeds={SPEEDS}", "schedule.kind=constant", "console=false"])
+                                   f"emulation.speeds={SPEEDS}", "schedule.kind=constant", "console=false",
+                                   "emulation.comm_delay_ms={" + ",".join([f"{args.comm_delay_ms:g}"] * 4) + "}"])
     go.common += calibration_overrides(go, RANGE[1])  # every local batch a variant may run
-    search = f"stop.epochs=6 stop.target_accuracy={TARGET}"
+    search = f"stop.epochs=8 stop.target_accuracy={TARGET}"
 
     # 1. The learning-rate search: the same three base rates for every variant.
     found = {}
@@ -103,7 +109,8 @@ def main():
     timed = {n: v for n, v in found.items() if v.get("median_s")}
     fixed = {n: v for n, v in timed.items() if n.startswith("lbb_")}
     best_fixed = min(fixed, key=lambda n: fixed[n]["median_s"]) if fixed else None
-    result = {"emulation": f"speed factors 1, 1, 0.5, 0.25, reference {args.reference} of a core",
+    result = {"emulation": f"speed factors 1, 1, 0.5, 0.25, reference {args.reference} of a core, "
+                           f"{args.comm_delay_ms:g} ms added to each all-reduce",
               "target_accuracy": TARGET, "variants": found, "best_fixed": best_fixed}
     g, d = timed.get("goodput"), timed.get("lbb_b64")
     if g and d:

@@ -496,21 +496,8 @@ T.test('goodput: step() cost at 64 and 256 workers, interpreted', function()
                           noise = 0.02, grad_noise = 0.05, speed_at = function(i, t, base)
       return (i == 5 and t >= 20) and base / 4 or base
     end }
-    local policy = load_policy('goodput')
-    jit.off()
-    jit.flush()
-    local worst, total = 0, 0
-    policy.init(sim.cluster)
-    for t = 0, 39 do
-      local stats = sim:stats(t)
-      local t0 = os.clock()
-      local plan = policy.step(stats)
-      local ms = (os.clock() - t0) * 1000
-      worst, total = math.max(worst, ms), total + ms
-      sim:apply(plan, t)
-    end
-    jit.on()
-    print(('goodput %4d workers: step mean %.2f ms, max %.2f ms, %d plans'):format(n, total / 40, worst, #sim.plans))
+    local worst, mean = fixtures.time_steps(load_policy('goodput'), sim, 40)
+    print(('goodput %4d workers: step mean %.2f ms, max %.2f ms, %d plans'):format(n, mean, worst, #sim.plans))
     T.ok(#sim.plans >= 1, 'decided something')
     T.ok(worst < 50, ('%d workers: within the default 50 ms policy budget: %.1f ms'):format(n, worst))
   end

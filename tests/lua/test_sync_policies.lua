@@ -653,21 +653,8 @@ T.test('1024 workers: step() cost, interpreted', function()
     local sim = new_sim { speeds = speeds, B = 65536, noise = 0.02, speed_at = function(i, t, base)
       return (i == 5 and t >= 20) and base / 4 or base
     end }
-    local policy = load_policy(name)
-    jit.off()
-    jit.flush()
-    local worst, total = 0, 0
-    policy.init(sim.cluster)
-    for t = 0, 39 do
-      local stats = sim:stats(t)
-      local t0 = os.clock()
-      local plan = policy.step(stats)
-      local ms = (os.clock() - t0) * 1000
-      worst, total = math.max(worst, ms), total + ms
-      sim:apply(plan, t)
-    end
-    jit.on()
-    print(('%-10s step mean %.2f ms, max %.2f ms, %d plans'):format(name, total / 40, worst, #sim.plans))
+    local worst, mean = fixtures.time_steps(load_policy(name), sim, 40)
+    print(('%-10s step mean %.2f ms, max %.2f ms, %d plans'):format(name, mean, worst, #sim.plans))
     T.ok(worst < 50, name .. ' stays within the default 50 ms policy budget: ' .. worst)
   end
 end)

@@ -114,12 +114,14 @@ public:
   // Ends every rank of the job with this message (never returns).
   [[noreturn]] virtual void abort(const std::string& why) = 0;
 
-  // Who is missing once a deadline passed, for the abort's message: of `named` ("1,
-  // 3": whom this rank waited for), those that stay silent at a roll call of the
-  // ranks at their deadlines; the silent ones when every named one answered (it was
-  // alive, waiting for another: rank 0 for a dead rank's report, the server for a
-  // stopped group); `named` when nobody is silent or the transport calls no roll.
-  std::string missing_after_roll_call(const std::string& named);
+  // Who is missing once a deadline passed, as the abort's message says it
+  // ("missing rank(s): 1 (stuck, dead or far slower)"): of `named` ("1, 3": whom
+  // this rank waited for), those that stay silent at a roll call of the ranks at
+  // their deadlines; the silent ones when every named one answered (it was alive,
+  // waiting for another: rank 0 for a dead rank's report, the server for a stopped
+  // group); `named` when nobody is silent or the transport calls no roll; if_none
+  // when there is nobody to name.
+  std::string missing_text(const std::string& named, const std::string& if_none);
   // The ranks not heard from at that roll call (a collective of the ranks past a
   // deadline; at most once per process, the job aborts next); none by default.
   virtual std::vector<int> silent_ranks() { return {}; }

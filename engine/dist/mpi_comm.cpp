@@ -109,7 +109,7 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
 
 // The roll call: every rank past a deadline sends a word to every other and listens
 // for theirs for a moment; those not heard from are silent. Every deadline's abort
-// calls it (Comm::missing_after_roll_call), so the ranks that only waited for the
+// calls it (Comm::missing_text), so the ranks that only waited for the
 // culprit answer it. The ranks' deadlines differ by how far apart they reached their
 // waits, which the moment allows for; a rank later still is "far slower", as the
 // message says.
@@ -150,10 +150,8 @@ void MpiComm::hold_roll_call() {
 }
 
 void MpiComm::fail_deadline(const std::string& named, const char* if_none, const char* what) {
-  const std::string missing = missing_after_roll_call(named);
   abort(fmt::format("{} did not complete within {:.0f} s (collective_timeout_s); {}", what, timeout_s_,
-                    missing.empty() ? std::string(if_none)
-                                    : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+                    missing_text(named, if_none)));
 }
 
 void MpiComm::poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,
@@ -421,11 +419,9 @@ public:
 
 private:
   [[noreturn]] void fail(const char* what, const std::string& named) {
-    const std::string missing = world_.missing_after_roll_call(named);
     world_.abort(fmt::format("{} in sync group {} did not complete within {:.0f} s (collective_timeout_s): {}", what,
                              color_, world_.timeout_s(),
-                             missing.empty() ? std::string("a rank of the group is stuck, dead or far slower")
-                                             : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+                             world_.missing_text(named, "a rank of the group is stuck, dead or far slower")));
   }
   void wait(MPI_Request& r, const char* what) {
     poll_request(r, MPI_STATUS_IGNORE, world_.timeout_s(), what, [&] { fail(what, ""); });
@@ -455,9 +451,8 @@ public:
     MPI_Request r = MPI_REQUEST_NULL;
     check_mpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag, comm_, &r), "MPI_Isend", what);
     poll_request(r, MPI_STATUS_IGNORE, world_.timeout_s(), what, [&] {
-      world_.abort(fmt::format("{}: rank {} did not take the message within {:.0f} s (collective_timeout_s); "
-                               "missing rank(s): {} (stuck, dead or far slower)",
-                               what, to, world_.timeout_s(), world_.missing_after_roll_call(std::to_string(to))));
+      world_.abort(fmt::format("{}: rank {} did not take the message within {:.0f} s (collective_timeout_s); {}",
+                               what, to, world_.timeout_s(), world_.missing_text(std::to_string(to), "")));
     });
   }
   int receive(int from, int tag, void* data, size_t bytes, const char* what) override {
@@ -468,12 +463,11 @@ public:
                         comm_, &r),
               "MPI_Irecv", what);
     poll_request(r, &status, world_.timeout_s(), what, [&] {
-      const std::string missing = world_.missing_after_roll_call(from == kAnySource ? "" : std::to_string(from));
       world_.abort(fmt::format("{}: nothing came from {} within {:.0f} s (collective_timeout_s); {}", what,
                                from == kAnySource ? std::string("any rank") : "rank " + std::to_string(from),
                                world_.timeout_s(),
-                               missing.empty() ? std::string("the sender is stuck, dead or far slower")
-                                               : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+                               world_.missing_text(from == kAnySource ? "" : std::to_string(from),
+                                                   "the sender is stuck, dead or far slower")));
     });
     int got = 0;
     MPI_Get_count(&status, MPI_BYTE, &got);

@@ -77,10 +77,8 @@ ShmChannel::Slot* ShmChannel::slot(int tag, int peer, const char* what) {
 }
 
 void ShmChannel::fail_deadline(const char* what, const std::string& who, int named) {
-  const std::string missing = world_.missing_after_roll_call(named >= 0 ? std::to_string(named) : "");
   world_.abort(fmt::format("{}: {} within {:.0f} s (collective_timeout_s); {}", what, who, world_.timeout_s(),
-                           missing.empty() ? std::string("stuck, dead or far slower")
-                                           : "missing rank(s): " + missing + " (stuck, dead or far slower)"));
+                           world_.missing_text(named >= 0 ? std::to_string(named) : "", "stuck, dead or far slower")));
   std::abort();  // not reached: Comm::abort never returns, which GCC cannot see through the virtual call
 }
 

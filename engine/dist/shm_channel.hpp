@@ -39,7 +39,7 @@ public:
 private:
   Slot* slot(int tag, int peer, const char* what);
   // Aborts past a deadline: `who` says what did not happen; `named` is the rank
-  // waited for (-1: any), narrowed by the roll call (Comm::missing_after_roll_call).
+  // waited for (-1: any), narrowed by the roll call (Comm::missing_text).
   [[noreturn]] void fail_deadline(const char* what, const std::string& who, int named);
 
   Comm& world_;

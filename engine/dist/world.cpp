@@ -34,15 +34,16 @@ std::vector<int> parse_ranks(const std::string& list) {
 }
 }  // namespace
 
-std::string Comm::missing_after_roll_call(const std::string& named) {
+std::string Comm::missing_text(const std::string& named, const std::string& if_none) {
   const std::vector<int> silent = silent_ranks();
   std::vector<int> missing;
   for (int r : parse_ranks(named))
     if (std::find(silent.begin(), silent.end(), r) != silent.end()) missing.push_back(r);
   if (missing.empty()) missing = silent.empty() ? parse_ranks(named) : silent;
+  if (missing.empty()) return if_none;
   std::string list;
   for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-  return list;
+  return "missing rank(s): " + list + " (stuck, dead or far slower)";
 }
 
 std::unique_ptr<GroupComm> Comm::split(int, const char* what) {

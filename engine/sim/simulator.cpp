@@ -18,6 +18,7 @@
 #include "engine/sim/network_model.hpp"
 #include "engine/sim/segment_model.hpp"
 #include "engine/train/emulation/emulator.hpp"
+#include "engine/train/run_length.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/record/run_dir.hpp"
 
@@ -28,22 +29,6 @@ namespace {
 int checked_workers(const ExperimentConfig& cfg) {
   TANDEM_CHECK_HINT(cfg.workers >= 1, "set workers >= 1", "a simulated cluster of ", cfg.workers, " workers");
   return cfg.workers;
-}
-
-// The samples of stop.epochs: per_epoch global batches of B0 an epoch.
-int64_t epoch_samples(const ExperimentConfig& cfg, int64_t per_epoch) {
-  return static_cast<int64_t>(std::ceil(cfg.stop.epochs * static_cast<double>(per_epoch))) * cfg.global_batch;
-}
-
-// The run's iterations at most, as the trainer counts them: with B adaptive, as
-// many as the epochs' samples take at policy.global_batch.min (the run ends once
-// they are drawn).
-int64_t total_iterations(const ExperimentConfig& cfg, int64_t per_epoch) {
-  int64_t total = static_cast<int64_t>(std::ceil(cfg.stop.epochs * static_cast<double>(per_epoch)));
-  if (cfg.adaptive_batch())
-    total = static_cast<int64_t>(std::ceil(static_cast<double>(epoch_samples(cfg, per_epoch)) /
-                                           static_cast<double>(cfg.global_batch_min())));
-  return cfg.stop.max_iterations ? std::min(total, *cfg.stop.max_iterations) : total;
 }
 
 // The summary of a run about to start, its run directory made and the config in it.
@@ -102,8 +87,8 @@ private:
 
 Simulator::Simulator(const ExperimentConfig& cfg, const DeviceProfile& machine, size_t param_count,
                      int64_t per_epoch, PlanPolicy* policy)
-    : cfg_(cfg), n_(checked_workers(cfg)), per_epoch_(per_epoch), total_(total_iterations(cfg, per_epoch)),
-      epoch_samples_(epoch_samples(cfg, per_epoch)), policy_(policy), emulator_(cfg.emulation, n_),
+    : cfg_(cfg), n_(checked_workers(cfg)), per_epoch_(per_epoch), total_(run_length(cfg, per_epoch).max_iterations),
+      epoch_samples_(run_length(cfg, per_epoch).epoch_samples), policy_(policy), emulator_(cfg.emulation, n_),
       compute_(cfg.sim, emulator_, machine), network_(cfg.sim, emulator_, n_, param_count),
       segments_(compute_, network_), gradients_(cfg.sim, per_epoch, cfg.global_batch),
       plan_(Plan::initial(cfg, n_, [&](const std::vector<int64_t>& b) { return emulator_.throughput(b, machine); })),

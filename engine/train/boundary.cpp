@@ -25,12 +25,8 @@ Boundary::Boundary(const BoundaryParts& parts, const std::string& host, const st
       device_(device), console_(parts.console, parts.comm, parts.emulator, parts.cfg.global_batch, parts.total,
                parts.model.targets_per_sample()),
       reports_(static_cast<size_t>(parts.comm.size())), cluster_(cluster),
-      adascale_(parts.cfg.lr_scaling == "adascale" && parts.cfg.adaptive_batch()) {
+      length_(run_length(parts.cfg, parts.per_epoch)), adascale_(parts.cfg.adascale_gain()) {
   if (!pending.empty()) std::memcpy(reports_.data(), pending.data(), pending.size());
-}
-
-int64_t Boundary::epoch_samples() const {
-  return static_cast<int64_t>(std::ceil(p_.cfg.stop.epochs * static_cast<double>(p_.per_epoch))) * p_.cfg.global_batch;
 }
 
 void Boundary::open(int64_t t, const Plan& plan) {
@@ -199,7 +195,7 @@ bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
   bool stop = c.stop;
   if (console_.apply(c, done, plan, p_.timeline, wall_s(), p_.summary.test_accuracy.value_or(-1.0))) stop = true;
   // With B adaptive, stop.epochs counts samples: the run ends once they are drawn.
-  const bool epochs_drawn = p_.cfg.adaptive_batch() && p_.progress.samples_drawn >= epoch_samples();
+  const bool epochs_drawn = p_.cfg.adaptive_batch() && p_.progress.samples_drawn >= length_.epoch_samples;
   const bool last = done >= p_.total || epochs_drawn;
   if (last) record_last(done);  // its progress line before the final evaluation's
   if ((done % eval_every_ == 0 || last) && evaluate(done)) return true;
@@ -320,7 +316,7 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
   s.skipped_steps = p_.progress.skipped_steps;
   // (>=: a relaxed-sync segment's in-flight updates may carry it a little past.)
   if (s.stop_reason == "epochs" && p_.cfg.stop.max_iterations && done >= *p_.cfg.stop.max_iterations &&
-      done < static_cast<int64_t>(std::ceil(p_.cfg.stop.epochs * static_cast<double>(p_.per_epoch))))
+      done < length_.epoch_iterations)
     s.stop_reason = "max_iterations";
   s.iterations = done;
   s.epochs = p_.progress.epochs(p_.per_epoch, p_.cfg.global_batch);

@@ -32,6 +32,7 @@
 #include "engine/train/noise_scale.hpp"
 #include "engine/train/progress.hpp"
 #include "engine/train/record/run_recorder.hpp"
+#include "engine/train/run_length.hpp"
 #include "engine/train/sync/relaxed_segment.hpp"
 
 namespace tandem {
@@ -107,8 +108,6 @@ public:
 
 private:
   bool rank0() const { return p_.comm.rank() == 0; }
-  // The samples of stop.epochs at B0: where a run with B adaptive ends.
-  int64_t epoch_samples() const;
   // Who this rank is and where it runs, on stats of iteration t.
   void stamp(WorkerStats& w, int64_t t) const;
   // The stats of t-1 completed; rank 0 hands them to the policy.
@@ -138,6 +137,7 @@ private:
   bool submitted_ = false;            // the policy was asked about t-1
   PolicyReport decision_;             // its decision on t-1, sent in t
   ClusterStats cluster_;              // what the policy gets beside the last bsp stats
+  const RunLength length_;            // stop.epochs in batches of B0 and in samples
   // Rank 0, lr_scaling = 'adascale' with B adaptive: the noise scale every rank's
   // learning-rate gain follows (sent in the Control).
   bool adascale_ = false;

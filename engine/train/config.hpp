@@ -182,6 +182,8 @@ struct ExperimentConfig {
   int64_t global_batch_min() const { return policy.global_batch_min > 0 ? policy.global_batch_min : global_batch; }
   int64_t global_batch_max() const { return policy.global_batch_max > 0 ? policy.global_batch_max : global_batch; }
   bool adaptive_batch() const { return global_batch_min() != global_batch_max(); }
+  // Whether lr follows AdaScale's gain, which needs the noise scale measured.
+  bool adascale_gain() const { return lr_scaling == "adascale" && adaptive_batch(); }
   // Micro-batches per worker and step (gradient accumulation, engine/train/step.hpp).
   int64_t accumulate = 1;
   ElasticConfig elastic;

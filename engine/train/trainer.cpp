@@ -27,6 +27,7 @@
 #include "engine/train/interrupt.hpp"
 #include "engine/train/plan.hpp"
 #include "engine/train/progress.hpp"
+#include "engine/train/run_length.hpp"
 #include "engine/train/record/progress_line.hpp"
 #include "engine/train/record/run_dir.hpp"
 #include "engine/train/step.hpp"
@@ -140,10 +141,9 @@ private:
   std::unique_ptr<GlobalSampler> sampler_;
   std::unique_ptr<BatchPositions> positions_;  // where each iteration's global batch lies
   // per_epoch_: global batches of B0 in an epoch; total_: the run's iterations at
-  // most (B adaptive: counted at policy.global_batch.min; the run ends once its
-  // epochs' samples are drawn); schedule_total_: the run's length in batches of B0,
-  // what a cosine schedule spans.
-  int64_t per_epoch_ = 0, total_ = 0, schedule_total_ = 0;
+  // most (length_.max_iterations, the loop's bound).
+  int64_t per_epoch_ = 0, total_ = 0;
+  RunLength length_;
   std::vector<double> noise_state_;  // a resumed run's noise-scale estimate (rank 0)
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -200,17 +200,8 @@ void Trainer::load_data() {
                     " classes)");
   sampler_ = std::make_unique<GlobalSampler>(train_set_->size(), cfg_.global_batch, cfg_.seed);
   per_epoch_ = sampler_->iterations_per_epoch();
-  total_ = static_cast<int64_t>(std::ceil(cfg_.stop.epochs * static_cast<double>(per_epoch_)));
-  if (cfg_.stop.max_iterations) total_ = std::min(total_, *cfg_.stop.max_iterations);
-  schedule_total_ = total_;
-  if (cfg_.adaptive_batch()) {
-    // A schedule spans the epochs, in batches of B0; max_iterations caps the run only.
-    schedule_total_ = static_cast<int64_t>(std::ceil(cfg_.stop.epochs * static_cast<double>(per_epoch_)));
-    const double samples = std::ceil(cfg_.stop.epochs * static_cast<double>(per_epoch_)) *
-                           static_cast<double>(cfg_.global_batch);
-    total_ = static_cast<int64_t>(std::ceil(samples / static_cast<double>(cfg_.global_batch_min())));
-    if (cfg_.stop.max_iterations) total_ = std::min(total_, *cfg_.stop.max_iterations);
-  }
+  length_ = run_length(cfg_, per_epoch_);
+  total_ = length_.max_iterations;
 }
 
 void Trainer::build_model() {
@@ -229,7 +220,7 @@ void Trainer::build_model() {
                     "has one)", "accumulate = ", cfg_.accumulate, " cannot keep batch norm exact in model '",
                     cfg_.model.name, "': its statistics would be each micro-batch's");
   optimizer_ = make_optimizer(dev_, *model_, cfg_.optimizer);
-  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, schedule_total_);
+  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, length_.schedule_iterations);
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, cfg_.accumulate);
   reducer_ = std::make_unique<CommReducer>(comm_);
   gradients_ = std::make_unique<GradientSync>(*model_, comm_);

@@ -16,8 +16,7 @@ namespace tandem {
 BspStep::BspStep(const BspParts& parts, bool plans_known)
     : p_(parts), rank_(parts.comm.rank()), world_(parts.comm.size()), plans_known_(plans_known),
       has_layer_state_(!parts.model.layer_state().empty()), nonfinite_(parts.cfg.max_nonfinite_steps),
-      measure_noise_(!parts.cfg.policy.file.empty() ||
-                     (parts.cfg.lr_scaling == "adascale" && parts.cfg.adaptive_batch())) {
+      measure_noise_(!parts.cfg.policy.file.empty() || parts.cfg.adascale_gain()) {
   for (int r = 0; r < world_; ++r) link_delay_ms_ = std::max(link_delay_ms_, p_.emulator.comm_delay_ms(r));
 }
 

@@ -98,14 +98,25 @@ bool read_server() {
   return true;
 }
 
-// The job's output: whole lines above the prompt (a line that never ends is shown
-// in pieces of 4 KB). Stops reading at the pipe's end.
-void read_log() {
+// Prints the job's output: above the prompt while there is one, plainly once the
+// prompt is gone.
+void show_log(const std::string& text, bool above_prompt) {
+  if (above_prompt) {
+    prompt_print_above(text, true);
+    return;
+  }
+  std::fwrite(text.data(), 1, text.size(), g.out);
+  std::fflush(g.out);
+}
+
+// The job's output: whole lines (a line that never ends is shown in pieces of 4 KB).
+// Stops reading at the pipe's end.
+void read_log(bool above_prompt) {
   char buf[16384];
   const ssize_t n = ::read(g.log_fd, buf, sizeof buf);
   if (n <= 0) {
     g.log_fd = -1;
-    if (!g.log.empty()) prompt_print_above(g.log + "\n", true);
+    if (!g.log.empty()) show_log(g.log + "\n", above_prompt);
     g.log.clear();
     return;
   }
@@ -114,11 +125,30 @@ void read_log() {
   size_t cut = nl == std::string::npos ? 0 : nl + 1;
   if (cut == 0 && g.log.size() >= 4096) cut = g.log.size();
   if (cut == 0) return;
-  prompt_print_above(g.log.substr(0, cut), true);
+  show_log(g.log.substr(0, cut), above_prompt);
   g.log.erase(0, cut);
 }
 
-void run_prompt() {
+// The console closed because the run is ending, and its last lines (the summary)
+// are still being written: show them until the job has ended. Giving the terminal
+// back earlier would cut a line being written in two (its start in the pipe, its
+// rest straight on the terminal) and put the two halves out of order.
+void drain_log(const std::function<bool()>& job_alive) {
+  while (g.log_fd >= 0) {
+    const bool alive = job_alive && job_alive();
+    pollfd p{g.log_fd, POLLIN, 0};
+    // Once the job has ended every line it wrote is in the pipe: read until it is
+    // empty (a child that outlives the job keeps it open; release_captured_output's
+    // copy takes what such a child writes later).
+    if (::poll(&p, 1, alive ? 100 : 0) > 0 && (p.revents & (POLLIN | POLLHUP))) {
+      read_log(/*above_prompt=*/false);
+      continue;
+    }
+    if (!alive) break;
+  }
+}
+
+void run_prompt(const std::function<bool()>& job_alive) {
   g.waiting = true;  // the greeting
   rl_callback_handler_install("", on_line);
   bool open = true;
@@ -127,7 +157,7 @@ void run_prompt() {
                        {STDIN_FILENO, static_cast<short>(g.waiting ? 0 : POLLIN), 0},
                        {g.log_fd, POLLIN, 0}};
     if (::poll(polls, g.log_fd >= 0 ? 3 : 2, 200) < 0) continue;
-    if (g.log_fd >= 0 && (polls[2].revents & (POLLIN | POLLHUP))) read_log();
+    if (g.log_fd >= 0 && (polls[2].revents & (POLLIN | POLLHUP))) read_log(/*above_prompt=*/true);
     if (polls[0].revents & (POLLIN | POLLHUP)) {
       if (!read_server()) {
         open = false;
@@ -139,6 +169,7 @@ void run_prompt() {
     if (!g.waiting && (polls[1].revents & (POLLIN | POLLHUP))) rl_callback_read_char();
   }
   rl_callback_handler_remove();
+  if (!open) drain_log(job_alive);
   if (!g.log.empty()) std::fwrite(g.log.data(), 1, g.log.size(), g.out);
   if (open)
     std::fprintf(g.out, "[detached; the run goes on%s]\n",
@@ -170,7 +201,7 @@ int attach_console(const std::string& run_dir, const std::function<bool()>& job_
   g.out = out_fd >= 0 ? ::fdopen(out_fd, "w") : nullptr;
   if (!g.out) g.out = stdout;
   prompt_setup(g.out, [] { g.done = true; });  // the names to complete are asked for after the greeting
-  run_prompt();
+  run_prompt(job_alive);
   ::close(g.fd);
   release_captured_output();
   rl_outstream = stdout;

@@ -1,6 +1,7 @@
 // The CPU device: host memory (64-byte aligned for the vector units) and the CPU
 // kernels under kernels/cpu. It is also the reference every other device is tested
 // against.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "kernels/cpu/im2col.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/maxpool.hpp"
+#include "kernels/cpu/round_mantissa.hpp"
 #include "kernels/cpu/sgd_step.hpp"
 #include "kernels/cpu/softmax_xent.hpp"
 
@@ -32,6 +34,7 @@ namespace {
 
 class CpuDevice final : public Device {
 public:
+  explicit CpuDevice(Precision precision) : precision_(precision) {}
   DeviceKind kind() const override { return DeviceKind::cpu; }
   std::string name() const override { return "cpu"; }
   void set_blas_threads(int threads) override { cpu::set_blas_threads(threads); }
@@ -65,7 +68,7 @@ public:
 
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
             float beta, float* c, int ldc) override {
-    cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    product(gemm_mantissa_bits(precision_), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   void bias_act_forward(float* y, const float* bias, int rows, int cols, Activation act) override {
     cpu::bias_act_forward(y, bias, rows, cols, act);
@@ -88,8 +91,8 @@ public:
     for (int i = 0; i < s.batch; ++i) {
       cpu::im2col(x + i * image, s.in_channels, s.height, s.width, s.kernel, s.kernel, s.pad, s.stride, columns);
       // y_i [oc, spatial] = W [oc, kdim] x columns [kdim, spatial]
-      cpu::gemm(false, false, s.out_channels, spatial, kdim, 1.0f, w, kdim, columns, spatial, 0.0f,
-                y + static_cast<size_t>(i) * s.out_channels * spatial, spatial);
+      product(conv_mantissa_bits(precision_), false, false, s.out_channels, spatial, kdim, 1.0f, w, kdim, columns,
+              spatial, 0.0f, y + static_cast<size_t>(i) * s.out_channels * spatial, spatial);
     }
   }
   void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dw,
@@ -103,11 +106,12 @@ public:
       const float* gi = dy + static_cast<size_t>(i) * s.out_channels * spatial;
       cpu::im2col(x + i * image, s.in_channels, s.height, s.width, s.kernel, s.kernel, s.pad, s.stride, columns);
       // dW [oc, kdim] (+)= dy_i [oc, spatial] x columns^T [spatial, kdim]; the first image overwrites.
-      cpu::gemm(false, true, s.out_channels, kdim, spatial, 1.0f, gi, spatial, columns, spatial,
-                i == 0 ? 0.0f : 1.0f, dw, kdim);
+      product(conv_mantissa_bits(precision_), false, true, s.out_channels, kdim, spatial, 1.0f, gi, spatial, columns,
+              spatial, i == 0 ? 0.0f : 1.0f, dw, kdim);
       if (dx) {
         // columns [kdim, spatial] = W^T [kdim, oc] x dy_i [oc, spatial], then scattered back.
-        cpu::gemm(true, false, kdim, spatial, s.out_channels, 1.0f, w, kdim, gi, spatial, 0.0f, columns, spatial);
+        product(conv_mantissa_bits(precision_), true, false, kdim, spatial, s.out_channels, 1.0f, w, kdim, gi, spatial,
+                0.0f, columns, spatial);
         cpu::col2im(columns, s.in_channels, s.height, s.width, s.kernel, s.kernel, s.pad, s.stride, dx + i * image);
       }
     }
@@ -167,7 +171,22 @@ public:
   void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, int64_t stride_a,
                     const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c,
                     int count) override {
-    cpu::gemm_batched(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, count);
+    const int bits = gemm_mantissa_bits(precision_);
+    if (bits >= 23 || count <= 0) {
+      cpu::gemm_batched(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, count);
+      return;
+    }
+    // Each operand rounded into a dense copy, the copies one after another.
+    const Shape sa = stored(ta, m, k), sb = stored(tb, k, n);
+    const size_t size_a = sa.size(), size_b = sb.size();
+    float* ra = operand(0, size_a * static_cast<size_t>(count));
+    float* rb = operand(1, size_b * static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) {
+      cpu::round_matrix(a + i * stride_a, sa.rows, sa.cols, lda, bits, ra + i * size_a);
+      cpu::round_matrix(b + i * stride_b, sb.rows, sb.cols, ldb, bits, rb + i * size_b);
+    }
+    cpu::gemm_batched(ta, tb, m, n, k, alpha, ra, sa.ld(), static_cast<int64_t>(size_a), rb, sb.ld(),
+                      static_cast<int64_t>(size_b), beta, c, ldc, stride_c, count);
   }
   void embedding_forward(const float* tokens, const float* wte, const float* wpe, int batch, int seq, int dim,
                          int vocab, float* y) override {
@@ -222,20 +241,61 @@ public:
 private:
   // The convolution's column matrix, grown to the largest layer and reused; one per
   // thread, since the device is shared by the whole process.
+  // A GEMM operand as stored (row-major): rows x cols, op(X) being rows x cols or
+  // its transpose.
+  struct Shape {
+    int rows, cols;
+    size_t size() const { return static_cast<size_t>(rows) * cols; }
+    int ld() const { return std::max(1, cols); }  // BLAS wants at least 1, also for k = 0
+  };
+  static Shape stored(bool trans, int op_rows, int op_cols) {
+    return trans ? Shape{op_cols, op_rows} : Shape{op_rows, op_cols};
+  }
+
+  // C = alpha op(A) op(B) + beta C with A's and B's entries rounded to `bits`
+  // mantissa bits first (precision.hpp); 23 bits is the plain float32 GEMM.
+  void product(int bits, bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+    if (bits >= 23) {
+      cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
+    const Shape sa = stored(ta, m, k), sb = stored(tb, k, n);
+    float* ra = operand(0, sa.size());
+    float* rb = operand(1, sb.size());
+    cpu::round_matrix(a, sa.rows, sa.cols, lda, bits, ra);
+    cpu::round_matrix(b, sb.rows, sb.cols, ldb, bits, rb);
+    cpu::gemm(ta, tb, m, n, k, alpha, ra, sa.ld(), rb, sb.ld(), beta, c, ldc);
+  }
+
+  // Room for the rounded copy of GEMM operand `slot` (0: A, 1: B), per thread.
+  static float* operand(int slot, size_t count) {
+    thread_local std::vector<float> copies[2];
+    std::vector<float>& v = copies[slot];
+    if (v.size() < count) v.resize(count);
+    return v.data();
+  }
+
   static float* scratch(size_t count) {
     thread_local std::vector<float> columns;
     if (columns.size() < count) columns.resize(count);
     return columns.data();
   }
 
+  const Precision precision_;
   std::atomic<size_t> in_use_{0};
 };
 
 }  // namespace
 
-Device& cpu_device() {
-  static CpuDevice device;
-  return device;
+Device& cpu_device(Precision precision) {
+  static CpuDevice fp32(Precision::fp32), tf32(Precision::tf32), bf16(Precision::bf16);
+  switch (precision) {
+    case Precision::tf32: return tf32;
+    case Precision::bf16: return bf16;
+    case Precision::fp32: break;
+  }
+  return fp32;
 }
 
 }  // namespace tandem

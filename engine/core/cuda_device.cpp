@@ -61,6 +61,7 @@ class CudaDevice final : public Device {
 public:
   explicit CudaDevice(const CudaOptions& o)
       : ordinal_(o.ordinal),
+        bf16_gemms_(o.precision == Precision::bf16),
         pool_([this](size_t bytes) -> void* {
                 void* p = nullptr;
                 if (cudaMalloc(&p, bytes) != cudaSuccess) {
@@ -80,12 +81,18 @@ public:
     TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
     TANDEM_CUBLAS_CHECK(cublasCreate(&blas_));
     TANDEM_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
-    // Pedantic float32 unless the experiment allows TF32 tensor cores.
-    TANDEM_CUBLAS_CHECK(cublasSetMathMode(blas_, o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+    // Pedantic float32 unless the experiment allows tensor cores (precision.hpp). In
+    // bf16 the handle's default math lets the GEMMs' explicit compute type
+    // (CUBLAS_COMPUTE_32F_FAST_16BF) take effect; pedantic math would override it.
+    TANDEM_CUBLAS_CHECK(cublasSetMathMode(blas_, o.precision == Precision::fp32   ? CUBLAS_PEDANTIC_MATH
+                                                 : o.precision == Precision::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                                  : CUBLAS_DEFAULT_MATH));
     TANDEM_CUDNN_CHECK(cudnnCreate(&dnn_));
     TANDEM_CUDNN_CHECK(cudnnSetStream(dnn_, stream_));
     TANDEM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&totals_host_), 4 * sizeof(double)));
-    cudnn_ = std::make_unique<CudnnOps>(dnn_, o.tf32, [this](size_t b) { return workspace_.get(b, stream_); });
+    // Convolutions: TF32 tensor cores in tf32 and bf16 alike (precision.hpp).
+    cudnn_ = std::make_unique<CudnnOps>(dnn_, o.precision != Precision::fp32,
+                                        [this](size_t b) { return workspace_.get(b, stream_); });
   }
 
   ~CudaDevice() override {
@@ -185,9 +192,17 @@ public:
     TANDEM_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: m ", m, ", n ", n, ", k ", k, " must not be negative");
     if (m == 0 || n == 0) return;
     const ColumnMajorGemm g = to_column_major(ta, tb, m, n, k, a, lda, b, ldb);
-    TANDEM_CUBLAS_CHECK(cublasSgemm(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha, g.first,
-                                    blas_ld(g.ld_first), g.second, blas_ld(g.ld_second), &beta, c, ldc));
+    const cublasOperation_t op1 = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            op2 = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (bf16_gemms_) {
+      // Float32 in and out, the products on bfloat16 tensor cores, accumulated in float32.
+      TANDEM_CUBLAS_CHECK(cublasGemmEx(blas_, op1, op2, g.m, g.n, g.k, &alpha, g.first, CUDA_R_32F,
+                                       blas_ld(g.ld_first), g.second, CUDA_R_32F, blas_ld(g.ld_second), &beta, c,
+                                       CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
+    TANDEM_CUBLAS_CHECK(cublasSgemm(blas_, op1, op2, g.m, g.n, g.k, &alpha, g.first, blas_ld(g.ld_first), g.second,
+                                    blas_ld(g.ld_second), &beta, c, ldc));
   }
 
   // count products; the column-major swap (gemm_layout.hpp) swaps the operands, and
@@ -199,6 +214,14 @@ public:
                  count, " must not be negative");
     if (count == 0 || m == 0 || n == 0) return;
     const ColumnMajorGemm g = to_column_major(ta, tb, m, n, k, a, lda, b, ldb);
+    if (bf16_gemms_) {
+      TANDEM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n,
+          g.k, &alpha, g.first, CUDA_R_32F, blas_ld(g.ld_first), stride_b, g.second, CUDA_R_32F,
+          blas_ld(g.ld_second), stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, count, CUBLAS_COMPUTE_32F_FAST_16BF,
+          CUBLAS_GEMM_DEFAULT));
+      return;
+    }
     TANDEM_CUBLAS_CHECK(cublasSgemmStridedBatched(
         blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k,
         &alpha, g.first, blas_ld(g.ld_first), stride_b, g.second, blas_ld(g.ld_second), stride_a, &beta, c, ldc,
@@ -364,6 +387,7 @@ private:
   }
 
   int ordinal_;
+  bool bf16_gemms_;  // GEMMs on bfloat16 tensor cores (precision bf16)
   std::string name_;
   MemoryPool pool_;
   Scratch labels_, bytes_, sums_, workspace_;

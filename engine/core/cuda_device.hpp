@@ -16,7 +16,7 @@ namespace tandem {
 
 struct CudaOptions {
   int ordinal = 0;     // which GPU of this host
-  bool tf32 = false;   // let cuBLAS and cuDNN use TF32 tensor cores for float32 work
+  Precision precision = Precision::fp32;  // what GEMMs and convolutions compute in (precision.hpp)
 };
 
 std::unique_ptr<Device> make_cuda_device(const CudaOptions& options);

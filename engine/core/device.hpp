@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/core/precision.hpp"
 #include "kernels/activation.hpp"  // which activation a fused bias+activation op applies
 
 namespace tandem {
@@ -193,7 +194,8 @@ public:
                           float bias_correction1, float bias_correction2) = 0;
 };
 
-// The process-wide CPU device.
-Device& cpu_device();
+// The process-wide CPU device; with a precision other than fp32, one whose GEMMs and
+// convolutions round their inputs as that precision does (precision.hpp).
+Device& cpu_device(Precision precision = Precision::fp32);
 
 }  // namespace tandem

@@ -610,7 +610,7 @@ Fields<E> experiment_fields() {
       at<E>("blas_threads", &E::blas_threads),
       at<E>("device", &E::device, &DeviceConfig::kind),
       at<E>("devices", &E::device, &DeviceConfig::per_worker),
-      at<E>("tf32", &E::device, &DeviceConfig::tf32),
+      at<E>("precision", &E::device, &DeviceConfig::precision),
       at<E>("log_level", &E::log_level),
       at<E>("out_dir", &E::out_dir),
       record<E, SimConfig>("sim", sim_fields(), &E::sim),

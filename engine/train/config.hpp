@@ -125,7 +125,7 @@ enum class LrScaling : int { linear = 0, sqrt = 1, adascale = 2 };
 struct DeviceConfig {
   std::string kind = "auto";            // cpu | cuda | auto (cuda where a GPU is present)
   std::vector<std::string> per_worker;  // one kind per rank, overriding kind (mixed clusters)
-  bool tf32 = false;                    // cuda: TF32 tensor cores for float32 GEMMs and convolutions
+  std::string precision = "fp32";       // fp32 | tf32 | bf16: what GEMMs and convolutions compute in
 };
 
 // `tandem sim`: the cluster model the simulator runs the policy against

@@ -22,8 +22,9 @@ DeviceChoice choose_device(const DeviceConfig& cfg, int rank) {
                       "devices lists ", cfg.per_worker.size(), " devices, none for rank ", rank);
     c.kind = cfg.per_worker[static_cast<size_t>(rank)];
   }
+  const Precision precision = parse_precision(cfg.precision);
   if (c.kind == "cpu") {
-    c.device = &cpu_device();
+    c.device = &cpu_device(precision);
     return c;
   }
   TANDEM_CHECK_HINT(c.kind == "cuda" || c.kind == "auto", "use device = 'cpu', 'cuda' or 'auto'", "unknown device '",
@@ -32,7 +33,7 @@ DeviceChoice choose_device(const DeviceConfig& cfg, int rank) {
   if (gpus.devices.empty()) {
     if (c.kind == "auto") {
       c.note = "no GPU (" + gpus.reason + ")";
-      c.device = &cpu_device();
+      c.device = &cpu_device(precision);
       return c;
     }
     TANDEM_FAIL_HINT("set device='cpu' or device='auto', or run where a GPU is present",
@@ -40,7 +41,7 @@ DeviceChoice choose_device(const DeviceConfig& cfg, int rank) {
   }
   CudaOptions o;
   o.ordinal = local_rank(rank) % static_cast<int>(gpus.devices.size());
-  o.tf32 = cfg.tf32;
+  o.precision = precision;
   c.owned = make_cuda_device(o);
   c.device = c.owned.get();
   return c;

@@ -82,6 +82,16 @@ private:
   Comm& comm_;
 };
 
+// ", in bf16 (GEMM inputs rounded as a GPU's tensor cores round them)": what the GEMMs
+// compute in, when it is not float32 (engine/core/precision.hpp).
+std::string precision_text(const std::string& precision, DeviceKind kind) {
+  if (precision == "fp32") return "";
+  if (kind == DeviceKind::cpu)
+    return fmt::format(", in {} (GEMM inputs rounded as a GPU's tensor cores round them: the numerics, not the speed)",
+                       precision);
+  return fmt::format(", in {} on tensor cores", precision);
+}
+
 // "1 worker on this machine", "4 workers over MPI (shared memory)": how the workers
 // reach each other. MPI sums gradients through shared memory when every rank is on
 // one host (engine/dist/mpi_comm.cpp, unless TANDEM_SHM_ALLREDUCE=0); the launcher's
@@ -315,7 +325,8 @@ void Trainer::start_recording() {
                stop_text(cfg_.stop, total_, per_epoch_));
   spdlog::info("{}; plan {} ({})", workers_text(world_, comm_.name()),
                cfg_.plan.kind == "random" ? "changing every iteration" : plan_.str(), cfg_.plan.kind);
-  spdlog::info("rank 0 computes on {}{}", device_.note.empty() ? dev_.name() : "the CPU: " + device_.note,
+  spdlog::info("rank 0 computes on {}{}{}", device_.note.empty() ? dev_.name() : "the CPU: " + device_.note,
+               precision_text(cfg_.device.precision, dev_.kind()),
                world_ > 1 ? fmt::format("; gradients are summed in {}", gradients_->path()) : "");
   spdlog::debug("the gradient all-reduce: {} floats ({:.2f} MB) a step over {} in {}", gradients_->floats(),
                 static_cast<double>(gradients_->floats()) * sizeof(float) / (1 << 20), comm_.name(),

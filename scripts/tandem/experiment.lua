@@ -125,8 +125,11 @@ M.schema = record {
                                 .. "GPUs share them), cpu, or auto (cuda where a GPU is present, else cpu)" }),
   devices = list(string_(nil, { one_of = { 'auto', 'cpu', 'cuda' } }),
                  { doc = "per rank, overriding device: a mixed cluster, e.g. {'cuda', 'cuda', 'cpu'}" }),
-  tf32 = boolean(false, { doc = 'cuda: TF32 tensor cores for float32 GEMMs and convolutions (faster; about '
-                             .. '1e-3 relative precision)' }),
+  precision = string_('fp32', { one_of = { 'fp32', 'tf32', 'bf16' },
+                               doc = 'what GEMMs and convolutions compute in: fp32; tf32 (inputs to 10 mantissa '
+                                  .. 'bits, about 1e-3 relative); bf16 (GEMM inputs to 7 bits, about 4e-3, '
+                                  .. 'convolutions in tf32); float32 accumulation, weights, loss and softmax in '
+                                  .. 'every mode; tensor cores on a GPU, the same rounding on a CPU' }),
   log_level = string_('info', { one_of = { 'trace', 'debug', 'info', 'warn', 'error', 'off' } }),
   out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
   -- tandem sim: the cluster model (engine/sim/simulator.hpp); compute comes from emulation.
@@ -391,13 +394,21 @@ local function suggest(key, node, path)
   return best
 end
 
+-- Keys that earlier versions had, with what replaced them.
+local REPLACED = {
+  tf32 = { key = 'precision', hint = "write precision = 'tf32' for tf32 = true (and leave it out for false)" },
+}
+
 local function unknown_key(ctx, path, key, node, origin_text)
   local full = join(path, key)
   local near = suggest(key, node, path)
   local where = origin_text and ("in override '" .. origin_text .. "'") or 'in experiment'
   local message = string.format("unknown key '%s' %s", full, where)
   local hint = SCHEMA_HINT
-  if near then
+  if REPLACED[full] then
+    message = message .. string.format(" (it was replaced by '%s')", REPLACED[full].key)
+    hint = REPLACED[full].hint
+  elseif near then
     message = message .. string.format(" (did you mean '%s'?)", near)
     hint = string.format("rename '%s' to '%s'", full, near)
   end

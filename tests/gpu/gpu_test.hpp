@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/gpu_probe.hpp"
 
@@ -220,6 +221,25 @@ int run(const char* op, Body body) {
 }
 
 inline void sync(cudaStream_t stream) { GPU_CUDA_OK(cudaStreamSynchronize(stream)); }
+
+// A copy of host floats on a tandem Device, through its interface (as the engine's
+// tensors are): the tests that compare the CUDA device with the CPU device op by op.
+struct DeviceCopy {
+  Device& dev;
+  size_t n;
+  float* p;
+  DeviceCopy(Device& d, const std::vector<float>& host) : dev(d), n(host.size()), p(d.allocate(host.size())) {
+    if (n) dev.copy_from_host(p, host.data(), n);
+  }
+  ~DeviceCopy() { dev.deallocate(p, n); }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  std::vector<float> to_host() const {
+    std::vector<float> h(n);
+    if (n) dev.copy_to_host(h.data(), p, n);
+    return h;
+  }
+};
 
 }  // namespace tandem::gpu_test
 

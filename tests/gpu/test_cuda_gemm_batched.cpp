@@ -19,25 +19,10 @@
 #include "engine/core/device.hpp"
 
 using namespace tandem;
+using gpu_test::DeviceCopy;
 using gpu_test::random_floats;
 
 namespace {
-
-// A device copy of host on `dev` (at least one float, as an empty tensor allocates).
-struct Buffer {
-  Device& dev;
-  size_t n;
-  float* p;
-  Buffer(Device& d, const std::vector<float>& host) : dev(d), n(host.size()), p(d.allocate(host.size())) {
-    if (n) dev.copy_from_host(p, host.data(), n);
-  }
-  ~Buffer() { dev.deallocate(p, n); }
-  std::vector<float> to_host() const {
-    std::vector<float> h(n);
-    if (n) dev.copy_to_host(h.data(), p, n);
-    return h;
-  }
-};
 
 struct Case {
   int m, n, k, count;
@@ -65,7 +50,7 @@ void check(Device& gpu, const Case& c, bool ta, bool tb) {
                             std::to_string(c.k) + (ta ? " A^T" : "") + (tb ? " B^T" : "") + ", ld +" +
                             std::to_string(c.pad_ld) + ", stride +" + std::to_string(c.pad_stride) +
                             (c.shared_b ? ", B shared" : "") + ", beta " + std::to_string(c.beta);
-  Buffer ac(cpu, a), bc(cpu, b), cc(cpu, c0), ag(gpu, a), bg(gpu, b), cg(gpu, c0);
+  DeviceCopy ac(cpu, a), bc(cpu, b), cc(cpu, c0), ag(gpu, a), bg(gpu, b), cg(gpu, c0);
   cpu.gemm_batched(ta, tb, c.m, c.n, c.k, 1.25f, ac.p, lda, stride_a, bc.p, ldb, stride_b, c.beta, cc.p, ldc,
                    stride_c, c.count);
   gpu.gemm_batched(ta, tb, c.m, c.n, c.k, 1.25f, ag.p, lda, stride_a, bg.p, ldb, stride_b, c.beta, cg.p, ldc,
@@ -83,7 +68,7 @@ void check_gemm_k0(Device& gpu) {
     for (bool tb : {false, true}) {
       const int m = 33, n = 65, k = 0, lda = ta ? m : k, ldb = tb ? k : n;
       const std::vector<float> one(1, 1.0f), garbage(static_cast<size_t>(m) * n, 3e38f);
-      Buffer ac(cpu, one), bc(cpu, one), cc(cpu, garbage), ag(gpu, one), bg(gpu, one), cg(gpu, garbage);
+      DeviceCopy ac(cpu, one), bc(cpu, one), cc(cpu, garbage), ag(gpu, one), bg(gpu, one), cg(gpu, garbage);
       cpu.gemm(ta, tb, m, n, k, 1.25f, ac.p, lda, bc.p, ldb, 0.0f, cc.p, n);
       gpu.gemm(ta, tb, m, n, k, 1.25f, ag.p, lda, bg.p, ldb, 0.0f, cg.p, n);
       GPU_CHECK_CLOSE("gemm", std::string("33x65x0") + (ta ? " A^T" : "") + (tb ? " B^T" : "") + ", beta 0", "C",

@@ -72,3 +72,31 @@ def versus_torch(ours, theirs, flops, peak):
             "ratio": statistics.median(ours) / statistics.median(theirs),
             "tandem_gflops": statistics.median(flops) / 1e9,
             "fraction_of_sgemm_peak": statistics.median(flops) / peak}
+
+
+def torch_step_runner(step, optimizer, fill_inputs, graph):
+    """run_once() for PyTorch's training step: eager (zero the gradients, then step()),
+    or the whole step captured in one CUDA graph and replayed. step() reads its inputs
+    from static buffers that fill_inputs(t) fills on the device (what a replay reads).
+    For the capture, three warm-up steps on a side stream first make the optimizer's
+    state and the allocator's pools exist outside it; the gradients are left
+    unallocated, so backward allocates them from the graph's private pool."""
+    import torch
+    if not graph:
+        def run_once():
+            optimizer.zero_grad(set_to_none=True)
+            step()
+        return run_once
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for t in range(3):
+            fill_inputs(t)
+            optimizer.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    cuda_graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(cuda_graph):
+        step()
+    return cuda_graph.replay

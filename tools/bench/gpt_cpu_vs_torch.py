@@ -108,7 +108,7 @@ def sgemm_peak_flops(build):
     cmd = [f"{build}/bench/tandem_step_bench", "scripts/experiments/quickstart.lua", "--batch", "64",
            "--steps", "10", "--warmup", "2", "--peak"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["sgemm_peak_flops"]
+    return json.loads(out.strip().splitlines()[-1])["gemm_peak_flops"]["fp32"]
 
 
 def flops_per_token(cfg, params):

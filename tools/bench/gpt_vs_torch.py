@@ -51,7 +51,7 @@ import statistics
 import sys
 import tempfile
 
-from bench_common import run as tandem_run_dir, write_result
+from bench_common import run as tandem_run_dir, torch_step_runner, write_result
 
 EXPERIMENT = "scripts/experiments/gpt.lua"
 CORPUS = "/usr/share/games/fortunes"
@@ -212,27 +212,7 @@ def torch_tokens_per_s(data, cfg, steps, warmup, sdpa, graph):
         opt.step()
         return loss
 
-    if graph:
-        # Warm-up on a side stream (the optimizer's state and the allocator's pools come
-        # to exist outside the capture), then capture one whole step with the gradients
-        # unallocated, so backward allocates them from the graph's private pool.
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                gather()
-                opt.zero_grad(set_to_none=True)
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(g):
-            step()
-        run_once = g.replay
-    else:
-        def run_once():
-            opt.zero_grad(set_to_none=True)
-            step()
+    run_once = torch_step_runner(step, opt, lambda t: gather(), graph)
 
     for t in range(warmup + steps):
         if t == warmup:
@@ -280,7 +260,7 @@ def main():
     raw = b"".join(open(f, "rb").read() for f in files)
     data = torch.frombuffer(bytearray(raw), dtype=torch.uint8).cuda()
     overrides = tandem_overrides(cfg, files, args.steps, args.warmup,
-                                 {"device": "cuda", "tf32": "true" if args.tf32 else "false"}, args.tandem_override)
+                                 {"device": "cuda", "precision": "tf32" if args.tf32 else "fp32"}, args.tandem_override)
     print(f"corpus: {len(files)} files, {len(raw)} bytes; tandem overrides: {' '.join(overrides)}", file=sys.stderr)
 
     results = {"tandem": [], **{name: [] for name, _, _ in PEERS}}

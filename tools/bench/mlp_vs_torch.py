@@ -90,7 +90,7 @@ def main():
     os.sched_setaffinity(0, {core})
     torch.set_num_threads(1)
     x, y = load_fashion_train()
-    peak = tandem_run(args.build, args.experiment, 64, 10, 2, peak=True)["sgemm_peak_flops"]
+    peak = tandem_run(args.build, args.experiment, 64, 10, 2, peak=True)["gemm_peak_flops"]["fp32"]
 
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:

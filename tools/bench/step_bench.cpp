@@ -2,17 +2,21 @@
 // sampler -> gather -> forward/backward -> SGD, the next batch prefetched while the
 // update runs), for an experiment file, batch size and device; prints one JSON line.
 // tools/bench/mlp_vs_torch.py (one CPU core) and gpu_vs_torch.py (one GPU) run it
-// side by side with PyTorch. With --peak it also times a large SGEMM on the same
-// device: the practical FLOP/s ceiling the step is compared against.
+// side by side with PyTorch. With --peak it also times a large GEMM on the same
+// device in each precision (fp32, tf32, bf16: engine/core/precision.hpp): the
+// practical FLOP/s ceilings the step is compared against.
 //
 // usage: tandem_step_bench EXPERIMENT.lua --batch N [--steps N] [--warmup N] [--peak]
-//                          [--device cpu|cuda] [--tf32]
+//                          [--device cpu|cuda] [--precision fp32|tf32|bf16] [--tf32]
+//                          [--set KEY=VALUE ...]   (more experiment overrides)
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/core/clock.hpp"
+#include "engine/core/cuda_device.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
 #include "engine/data/datasets.hpp"
@@ -29,8 +33,8 @@ using namespace tandem;
 
 namespace {
 
-// The best of a few large square SGEMMs on the device (1536 on a CPU core, 8192 on a GPU).
-double sgemm_peak_flops(Device& dev) {
+// The best of a few large square GEMMs on the device (1536 on a CPU core, 8192 on a GPU).
+double gemm_peak_flops(Device& dev) {
   const int n = dev.kind() == DeviceKind::cpu ? 1536 : 8192;
   Tensor a(dev, {n, n}), b(dev, {n, n}), c(dev, {n, n});
   a.fill(0.5f);
@@ -55,7 +59,9 @@ int main(int argc, char** argv) {
     log::init(0, "warn");
     std::string experiment;
     int64_t batch = 64, steps = 300, warmup = 30;
-    bool peak = false, tf32 = false;
+    bool peak = false;
+    std::string precision = "fp32";
+    std::vector<std::string> sets;
     std::string device = "cpu";
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -68,12 +74,14 @@ int main(int argc, char** argv) {
       else if (a == "--warmup") warmup = std::stoll(next());
       else if (a == "--peak") peak = true;
       else if (a == "--device") device = next();
-      else if (a == "--tf32") tf32 = true;
+      else if (a == "--precision") precision = next();
+      else if (a == "--tf32") precision = "tf32";
+      else if (a == "--set") sets.push_back(next());
       else experiment = a;
     }
     TANDEM_CHECK_HINT(!experiment.empty(), "usage: tandem_step_bench EXPERIMENT.lua --batch N", "no experiment given");
-    ExperimentConfig cfg = load_experiment(
-        experiment, {"global_batch=" + std::to_string(batch), "device=" + device, tf32 ? "tf32=true" : "tf32=false"});
+    sets.insert(sets.begin(), {"global_batch=" + std::to_string(batch), "device=" + device, "precision=" + precision});
+    ExperimentConfig cfg = load_experiment(experiment, sets);
     cpu::set_blas_threads(1);
     auto data = make_dataset(cfg.data, true);
     GlobalSampler sampler(data->size(), batch, cfg.seed);
@@ -104,7 +112,24 @@ int main(int argc, char** argv) {
                 static_cast<long long>(batch), static_cast<long long>(steps), samples_per_s,
                 timed_ms / static_cast<double>(steps), flops, loss);
     std::printf(",\"device\":\"%s\"", dev.name().c_str());
-    if (peak) std::printf(",\"sgemm_peak_flops\":%.4g", sgemm_peak_flops(dev));
+    std::printf(",\"precision\":\"%s\"", precision.c_str());
+    if (peak) {
+      // The same device in each precision (a CUDA device of its own for each).
+      std::printf(",\"gemm_peak_flops\":{");
+      const char* sep = "";
+      for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16}) {
+        std::unique_ptr<Device> owned;
+        if (dev.kind() != DeviceKind::cpu) {
+          CudaOptions o;
+          o.ordinal = cuda_ordinal_of(dev);
+          o.precision = p;
+          owned = make_cuda_device(o);
+        }
+        std::printf("%s\"%s\":%.4g", sep, precision_name(p), gemm_peak_flops(owned ? *owned : cpu_device(p)));
+        sep = ",";
+      }
+      std::printf("}");
+    }
     std::printf("}\n");
     return 0;
   } catch (const std::exception& e) {

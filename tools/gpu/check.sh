@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Checks a CUDA build of tandem on a machine with a GPU, part by part, each part's
+# output in OUT_DIR/<part>.log (and its JSON results beside it), then a summary line
+# per part in OUT_DIR/summary.txt. The parts, in order (name some to run only those,
+# for instance to fit a time limit per call):
+#   gpu          ctest -L gpu: every CUDA kernel and device op against the CPU, NCCL on
+#                one rank, MLP / LeNet / ResNet converging, in fp32 and bf16
+#   integration  TANDEM_TEST_DEVICE=cuda ctest -L integration: the end-to-end tests with
+#                every worker on the GPU (the namespace and Slurm tests left out: they
+#                test hosts, not devices)
+#   kernels      the kernel harness (bench/tandem_kernels): each kernel's fraction of
+#                the device's memory bandwidth
+#   bench        tools/bench/gpu_vs_torch.py in fp32 and bf16 (needs PyTorch with CUDA):
+#                tandem against PyTorch eager and CUDA-graph-captured
+# usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [gpu|integration|kernels|bench ...]
+# A part that fails does not stop the others; the exit status is 1 if any failed.
+set -uo pipefail
+build=$(cd "${1:?usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [part ...]}" && pwd)
+mkdir -p "${2:?give an output folder}" && out=$(cd "$2" && pwd)
+shift 2
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(gpu integration kernels bench)
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+[ -n "$src" ] && [ -d "$src" ] || { echo "check.sh: $build is not a configured tandem build" >&2; exit 2; }
+"$build/tandem" version | tee "$out/version.txt"
+if ! grep -q '^gpu: ' "$out/version.txt" || grep -q '^gpu: none' "$out/version.txt"; then
+  echo "check.sh: this build sees no GPU; nothing to check here" >&2
+  exit 77
+fi
+
+: > "$out/summary.txt"
+status=0
+run_part() {  # name, time limit in s, folder to run in, command...
+  local name=$1 limit=$2 dir=$3
+  shift 3
+  local start=$SECONDS rc=0
+  (cd "$dir" && timeout "$limit" "$@") > "$out/$name.log" 2>&1 || rc=$?
+  local verdict=passed
+  if [ $rc -ne 0 ]; then
+    verdict="FAILED (exit $rc$([ $rc -eq 124 ] && echo ", past ${limit} s"))"
+    status=1
+  fi
+  printf '%-12s %s in %d s; log %s\n' "$name" "$verdict" $((SECONDS - start)) "$out/$name.log" | tee -a "$out/summary.txt"
+}
+
+for part in "${parts[@]}"; do
+  case $part in
+    gpu) run_part gpu 900 "$build" ctest -L gpu --output-on-failure ;;
+    integration)
+      run_part integration 1800 "$build" env TANDEM_TEST_DEVICE=cuda \
+        ctest -L integration -E 'multihost|slurm' --output-on-failure ;;
+    kernels) run_part kernels 600 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json" ;;
+    bench)
+      for p in fp32 bf16; do
+        run_part "bench_$p" 1200 "$src" python3 tools/bench/gpu_vs_torch.py "$build" --precision "$p" --reps 2 \
+          --out "$out/gpu_vs_torch_$p.json"
+      done ;;
+    *) echo "check.sh: unknown part '$part' (gpu, integration, kernels, bench)" >&2; exit 2 ;;
+  esac
+done
+exit $status

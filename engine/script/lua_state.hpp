@@ -50,8 +50,8 @@ private:
 std::string tandem_root();
 
 // Opens the standard libraries in L, sets package.path and package.tandem_root as
-// LuaState does, registers the bindings (lpsolve), and installs tandem's panic
-// handler. For states made with a custom allocator (policy_sandbox.cpp).
+// LuaState does, registers the bindings (lpsolve), installs tandem's panic handler
+// and switches the JIT off (every tandem state is interpreted). For states made with a custom allocator (policy_sandbox.cpp).
 void open_tandem_libraries(lua_State* L);
 
 // An owned Lua state with the standard libraries open, package.path set to

@@ -1,8 +1,5 @@
 #include "engine/script/lua_test_runner.hpp"
 
-#include <lua.hpp>
-#include <luajit.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -90,12 +87,6 @@ int run_lua_test_file(const std::string& path) {
   int passed = 0, failed = 0;
   try {
     LuaState L;
-    // Interpreted, as every Lua state that matters runs: experiments load under a
-    // LoadDeadline and policies in a whitelisted state, both with the JIT off. With
-    // the JIT on, this LuaJIT (Debian's 2.1.0~beta3 2022-03-20 snapshot) now and then
-    // miscompiled a trace in lua.test_experiment_fuzz (about 1 run in 25: an
-    // experiment table that lost its keys), which failed the test by chance.
-    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
     require_module(L, "tandem.testing");
     const int harness = lua_gettop(L);
     load_file(L, path, "Lua test");

@@ -1,15 +1,11 @@
 #include "engine/script/lua_whitelist.hpp"
 
-#include <luajit.h>
-
 #include "engine/script/lua_state.hpp"
 
 namespace tandem {
 
 int open_whitelisted_libraries(lua_State* L) {
-  open_tandem_libraries(L);
-  // Interpreted only: the budget's count hook is never called inside a trace.
-  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  open_tandem_libraries(L);  // the JIT off with it: the budget's count hook sees every instruction
   lua_getglobal(L, "require");
   lua_pushstring(L, "tandem.whitelist");
   lua_call(L, 1, 1);  // the reducing function

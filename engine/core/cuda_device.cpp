@@ -192,8 +192,7 @@ public:
     TANDEM_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: m ", m, ", n ", n, ", k ", k, " must not be negative");
     if (m == 0 || n == 0) return;
     const ColumnMajorGemm g = to_column_major(ta, tb, m, n, k, a, lda, b, ldb);
-    const cublasOperation_t op1 = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
-                            op2 = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op1 = blas_op(g.trans_first), op2 = blas_op(g.trans_second);
     if (bf16_gemms_) {
       // Float32 in and out, the products on bfloat16 tensor cores, accumulated in float32.
       TANDEM_CUBLAS_CHECK(cublasGemmEx(blas_, op1, op2, g.m, g.n, g.k, &alpha, g.first, CUDA_R_32F,
@@ -214,18 +213,17 @@ public:
                  count, " must not be negative");
     if (count == 0 || m == 0 || n == 0) return;
     const ColumnMajorGemm g = to_column_major(ta, tb, m, n, k, a, lda, b, ldb);
+    const cublasOperation_t op1 = blas_op(g.trans_first), op2 = blas_op(g.trans_second);
     if (bf16_gemms_) {
       TANDEM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n,
-          g.k, &alpha, g.first, CUDA_R_32F, blas_ld(g.ld_first), stride_b, g.second, CUDA_R_32F,
-          blas_ld(g.ld_second), stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, count, CUBLAS_COMPUTE_32F_FAST_16BF,
-          CUBLAS_GEMM_DEFAULT));
+          blas_, op1, op2, g.m, g.n, g.k, &alpha, g.first, CUDA_R_32F, blas_ld(g.ld_first), stride_b, g.second,
+          CUDA_R_32F, blas_ld(g.ld_second), stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, count,
+          CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
       return;
     }
     TANDEM_CUBLAS_CHECK(cublasSgemmStridedBatched(
-        blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k,
-        &alpha, g.first, blas_ld(g.ld_first), stride_b, g.second, blas_ld(g.ld_second), stride_a, &beta, c, ldc,
-        stride_c, count));
+        blas_, op1, op2, g.m, g.n, g.k, &alpha, g.first, blas_ld(g.ld_first), stride_b, g.second,
+        blas_ld(g.ld_second), stride_a, &beta, c, ldc, stride_c, count));
   }
 
   void bias_act_forward(float* y, const float* bias, int rows, int cols, Activation act) override {
@@ -380,6 +378,7 @@ private:
   // a row-major m x 0 operand has ld 0), where BLAS computes C = beta * C: any ld >= 1
   // is then valid, as nothing is read (torch clamps the same way).
   static int blas_ld(int ld) { return std::max(ld, 1); }
+  static cublasOperation_t blas_op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
   void read_doubles(double* host, const double* device, size_t count) {
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(host, device, count * sizeof(double), cudaMemcpyDeviceToHost, stream_));

@@ -239,8 +239,6 @@ public:
   }
 
 private:
-  // The convolution's column matrix, grown to the largest layer and reused; one per
-  // thread, since the device is shared by the whole process.
   // A GEMM operand as stored (row-major): rows x cols, op(X) being rows x cols or
   // its transpose.
   struct Shape {
@@ -276,6 +274,8 @@ private:
     return v.data();
   }
 
+  // The convolution's column matrix, grown to the largest layer and reused; one per
+  // thread, since the device is shared by the whole process.
   static float* scratch(size_t count) {
     thread_local std::vector<float> columns;
     if (columns.size() < count) columns.resize(count);

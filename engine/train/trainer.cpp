@@ -150,10 +150,8 @@ private:
   std::unique_ptr<Dataset> train_set_, test_set_;
   std::unique_ptr<GlobalSampler> sampler_;
   std::unique_ptr<BatchPositions> positions_;  // where each iteration's global batch lies
-  // per_epoch_: global batches of B0 in an epoch; total_: the run's iterations at
-  // most (length_.max_iterations, the loop's bound).
-  int64_t per_epoch_ = 0, total_ = 0;
-  RunLength length_;
+  int64_t per_epoch_ = 0;  // global batches of B0 in an epoch
+  RunLength length_;       // its max_iterations: the loop's bound
   std::vector<double> noise_state_;  // a resumed run's noise-scale estimate (rank 0)
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -211,7 +209,6 @@ void Trainer::load_data() {
   sampler_ = std::make_unique<GlobalSampler>(train_set_->size(), cfg_.global_batch, cfg_.seed);
   per_epoch_ = sampler_->iterations_per_epoch();
   length_ = run_length(cfg_, per_epoch_);
-  total_ = length_.max_iterations;
 }
 
 void Trainer::build_model() {
@@ -322,7 +319,7 @@ void Trainer::start_recording() {
   spdlog::info("{}", model_->summary());
   spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch; {}",
                train_set_->name(), train_set_->size(), test_set_->size(), cfg_.global_batch, per_epoch_,
-               stop_text(cfg_.stop, total_, per_epoch_));
+               stop_text(cfg_.stop, length_.max_iterations, per_epoch_));
   spdlog::info("{}; plan {} ({})", workers_text(world_, comm_.name()),
                cfg_.plan.kind == "random" ? "changing every iteration" : plan_.str(), cfg_.plan.kind);
   spdlog::info("rank 0 computes on {}{}{}", device_.note.empty() ? dev_.name() : "the CPU: " + device_.note,
@@ -336,8 +333,8 @@ void Trainer::start_recording() {
     nlohmann::json cal{{"batch", machine_.batch}, {"ms", machine_.ms}, {"host_ms", machine_.host_ms}};
     write_text_file(dir + "/calibration.json", cal.dump() + "\n");
   }
-  recorder_ = std::make_unique<RunRecorder>(cfg_, dir, world_, per_epoch_, total_, cfg_.resume ? first_ : -1,
-                                            first_ - (pending_.empty() ? 0 : 1));
+  recorder_ = std::make_unique<RunRecorder>(cfg_, dir, world_, per_epoch_, length_.max_iterations,
+                                            cfg_.resume ? first_ : -1, first_ - (pending_.empty() ? 0 : 1));
   recorder_->set_targets_per_sample(model_->targets_per_sample());
 }
 
@@ -354,11 +351,11 @@ void Trainer::start_loop() {
   summary_.stop_reason = "epochs";
   BoundaryParts parts{cfg_,        comm_,          *model_,    *test_set_, *schedule_, *checkpoints_, *faults_,
                       *emulator_,  policy_,        recorder_.get(), console_.get(), progress_, timeline_, summary_,
-                      wall_,       per_epoch_,     total_};
+                      wall_,       per_epoch_,     length_.max_iterations};
   boundary_ = std::make_unique<Boundary>(parts, host_name(), dev_.name(), pending_, cluster_);
   boundary_->restore_noise_scale(noise_state_);
   BspParts bsp{cfg_,       comm_,      *model_,    *step_,  *loader_,  *positions_, *gradients_, world_ > 1 ? reducer_.get() : nullptr,
-               *emulator_, machine_,   *schedule_, *faults_, progress_, timeline_,   total_};
+               *emulator_, machine_,   *schedule_, *faults_, progress_, timeline_,   length_.max_iterations};
   bsp_ = std::make_unique<BspStep>(bsp, !random_plans_);
   if (rank_ == 0 && plan_.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan_.sync.str());
   if (rank_ == 0 && world_ == 1 && cfg_.plan.sync.mode != "bsp")
@@ -371,7 +368,7 @@ void Trainer::start_loop() {
 RunSummary Trainer::run() {
   start_loop();
   int64_t t = first_;
-  while (t < total_) {
+  while (t < length_.max_iterations) {
     boundary_->open(t, plan_);  // rank 0: the console's commands since the last boundary
     if (random_plans_)
       plan_ = Plan::random(world_, cfg_.global_batch_min(), cfg_.global_batch_max(),
@@ -392,8 +389,8 @@ RunSummary Trainer::run() {
 StepResult Trainer::segment(int64_t t) {
   boundary_->before_segment(t);
   const int64_t to_eval = boundary_->eval_every() - t % boundary_->eval_every();
-  SegmentResult seg = segments_->run(plan_, t, std::min(total_ - t, to_eval), timeline_.anchor(), timeline_.origin(),
-                                     &progress_.version);
+  SegmentResult seg = segments_->run(plan_, t, std::min(length_.max_iterations - t, to_eval), timeline_.anchor(),
+                                     timeline_.origin(), &progress_.version);
   progress_.train_ms += seg.segment_ms;
   const int64_t b = plan_.global_batch();  // the relaxed modes keep one B (the experiment's)
   progress_.samples += seg.iterations * b;

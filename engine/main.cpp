@@ -146,7 +146,7 @@ int cmd_profile(const std::vector<std::string>& args) {
   tandem::Model model(dev, cfg.model, cfg.seed);
   const auto optimizer = tandem::make_optimizer(dev, model, cfg.optimizer);
   tandem::TrainStep step(model, *optimizer, cfg.accumulate);
-  tandem::BatchLoader loader(*data, sampler, dev);
+  tandem::BatchLoader loader(*data, sampler, dev, cfg.data.on_device);
   const tandem::DeviceProfile p = tandem::calibrate_compute(step, loader, cfg.global_batch, model, cfg.optimizer);
   auto list = [](const std::vector<double>& v) {
     std::string s = "{ ";

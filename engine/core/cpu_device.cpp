@@ -18,6 +18,7 @@
 #include "kernels/cpu/causal_softmax.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gather_rows.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/heads_permute.hpp"
@@ -57,6 +58,14 @@ public:
   void copy_to_host(float* dst, const float* src, size_t count) override { copy(dst, src, count); }
   void copy(float* dst, const float* src, size_t count) override {
     if (count && dst != src) std::memcpy(dst, src, count * sizeof(float));
+  }
+  void copy_bytes_from_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes && dst != src) std::memcpy(dst, src, bytes);
+  }
+  void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows, int64_t label_bytes,
+                        const float* table, int64_t rows, const int64_t* indices, int64_t count, float* x,
+                        int32_t* labels) override {
+    cpu::gather_byte_rows(samples, sample_bytes, label_rows, label_bytes, table, rows, indices, count, x, labels);
   }
   void fill(float* dst, size_t count, float value) override {
     if (count == 0) return;  // dst may be null then, which memset must not get

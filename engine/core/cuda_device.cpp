@@ -19,6 +19,7 @@
 #include "kernels/cuda/dropout.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/gather_rows.cuh"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/heads_permute.cuh"
 #include "kernels/cuda/layernorm.cuh"
@@ -71,11 +72,12 @@ public:
                 return p;
               },
               [](void* p) { cudaFree(p); }),
-        labels_(pool_), bytes_(pool_), sums_(pool_), workspace_(pool_) {
+        bytes_(pool_), sums_(pool_), workspace_(pool_) {
     TANDEM_CUDA_CHECK(cudaSetDevice(ordinal_));
     cudaDeviceProp prop{};
     TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
     name_ = "cuda:" + std::to_string(ordinal_) + " (" + prop.name + ")";
+    capacity_ = prop.totalGlobalMem;
     TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
@@ -156,6 +158,17 @@ public:
     }
   }
   void synchronize() override { TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void copy_bytes_from_host(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  size_t memory_capacity() const override { return capacity_; }
+  void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows, int64_t label_bytes,
+                        const float* table, int64_t, const int64_t* indices, int64_t count, float* x,
+                        int32_t* labels) override {
+    cuda::gather_byte_rows(samples, sample_bytes, label_rows, label_bytes, table, indices, count, x, labels, stream_);
+  }
 
   void* allocate_host(size_t bytes) override {
     void* p = nullptr;
@@ -304,17 +317,10 @@ public:
 
   double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
                       int64_t* correct) override {
-    // Checked on the host, as the CPU reference does: the kernel would only count a
-    // bad label as wrong and make the loss NaN.
-    for (int r = 0; r < rows; ++r)
-      TANDEM_CHECK(labels[r] >= 0 && labels[r] < classes, "label ", labels[r], " of row ", r, " is outside [0, ",
-                   classes, ")");
-    auto* d_labels = static_cast<int32_t*>(labels_.get(sizeof(int32_t) * std::max(rows, 1), stream_));
-    if (rows > 0)
-      TANDEM_CUDA_CHECK(cudaMemcpyAsync(d_labels, labels, sizeof(int32_t) * static_cast<size_t>(rows),
-                                        cudaMemcpyHostToDevice, stream_));
+    // labels are device memory, checked where they were made (DeviceInput): a label
+    // outside [0, classes) would only count as wrong here and make the loss NaN.
     auto* totals = static_cast<double*>(sums_.get(2 * sizeof(double), stream_));
-    cuda::softmax_xent(logits, d_labels, rows, classes, dlogits, totals, stream_);
+    cuda::softmax_xent(logits, labels, rows, classes, dlogits, totals, stream_);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(totals_host_, totals, 2 * sizeof(double), cudaMemcpyDeviceToHost, stream_));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (correct) *correct = static_cast<int64_t>(totals_host_[1] + 0.5);
@@ -388,8 +394,9 @@ private:
   int ordinal_;
   bool bf16_gemms_;  // GEMMs on bfloat16 tensor cores (precision bf16)
   std::string name_;
+  size_t capacity_ = 0;  // the GPU's memory in bytes
   MemoryPool pool_;
-  Scratch labels_, bytes_, sums_, workspace_;
+  Scratch bytes_, sums_, workspace_;
   cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
   cudaEvent_t uploaded_ = nullptr;
   cublasHandle_t blas_ = nullptr;

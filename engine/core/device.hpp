@@ -54,6 +54,19 @@ public:
   virtual void upload(float* dst, const float* src, size_t count) { copy_from_host(dst, src, count); }
   // The same for raw 8-bit samples, normalised on the way: dst = src * scale + shift.
   virtual void upload_normalized(float* dst, const uint8_t* src, size_t count, float scale, float shift);
+  // Bytes from pageable host memory, waited for (a data set made resident once).
+  virtual void copy_bytes_from_host(void* dst, const void* src, size_t bytes) = 0;
+  // The device's memory in bytes, 0 where it cannot be read: what decides whether a
+  // data set is held on the device (engine/train/device_input.hpp).
+  virtual size_t memory_capacity() const { return 0; }
+  // A batch gathered from a data set held on the device as rows of bytes
+  // (Dataset::ByteRows): x[i, j] = table[samples[indices[i] * sample_bytes + j]] and
+  // labels[i * label_bytes + k] = label_rows[indices[i] * label_bytes + k], for i <
+  // count. Every pointer is device memory; indices must lie in [0, rows) (the CPU
+  // checks, a GPU cannot).
+  virtual void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows,
+                                int64_t label_bytes, const float* table, int64_t rows, const int64_t* indices,
+                                int64_t count, float* x, int32_t* labels) = 0;
 
   // C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when trans_* is set.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
@@ -115,7 +128,8 @@ public:
                                   float* dx) = 0;
 
   // Softmax cross-entropy with SUM reduction over rows, fused with its gradient
-  // (labels are host memory: the device copies them over with the logits' work):
+  // (labels are device memory, in [0, classes): a GPU cannot report one outside, it
+  // counts the row wrong and makes the loss NaN; the CPU fails with a message):
   // dlogits = softmax(logits) - onehot(label). Returns the loss sum; *correct counts
   // rows whose arg-max equals the label. dlogits may be null (evaluation).
   virtual double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,

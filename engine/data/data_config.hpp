@@ -25,6 +25,9 @@ struct DataConfig {
   std::vector<std::string> files = {"/usr/share/games/fortunes"};
   int seq_len = 128;
   double validation = 0.1;
+  // Whether the data set is held in the device's memory and gathered there by index:
+  // 'auto', 'always' or 'never' (engine/train/device_input.hpp).
+  std::string on_device = "auto";
 };
 
 }  // namespace tandem

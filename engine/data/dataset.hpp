@@ -35,6 +35,19 @@ public:
   // count * numel(sample_shape) bytes, labels as gather's).
   virtual const ByteForm* byte_form() const { return nullptr; }
   virtual void gather_bytes(const int64_t* indices, int64_t count, uint8_t* x, int32_t* labels) const;
+
+  // A data set stored as one row of bytes per sample, and one row of label bytes,
+  // can be held whole in a device's memory and its batches gathered there by index
+  // (engine/train/device_input.hpp): no host gather and no upload per step. A
+  // sample's values are table[byte], the same lookup gather() makes.
+  struct ByteRows {
+    const uint8_t* samples = nullptr;  // size() rows of numel(sample_shape()) bytes
+    const uint8_t* labels = nullptr;   // size() rows of targets_per_sample() bytes (classes() <= 256)
+    const float* table = nullptr;      // 256 floats: the value of each byte
+  };
+  // The rows, where the data set is stored so (text windows overlap, synthetic
+  // samples are computed: neither is).
+  virtual const ByteRows* byte_rows() const { return nullptr; }
 };
 
 }  // namespace tandem

@@ -36,6 +36,7 @@ public:
     pixels_ = std::move(images.bytes);
     labels_ = std::move(labels.bytes);
     for (int v = 0; v < 256; ++v) table_[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
+    rows_ = ByteRows{pixels_.data(), labels_.data(), table_.data()};
   }
 
   std::string name() const override { return name_; }
@@ -66,6 +67,8 @@ public:
     }
   }
 
+  const ByteRows* byte_rows() const override { return &rows_; }
+
 private:
   std::string name_;
   // (byte / 255 - mean) / std, as the table below computes it on the host.
@@ -73,6 +76,7 @@ private:
   Shape shape_{1, 28, 28};
   std::vector<uint8_t> pixels_, labels_;
   std::array<float, 256> table_;  // normalised value of each byte: a lookup, not arithmetic, per pixel
+  ByteRows rows_;
 };
 
 }  // namespace

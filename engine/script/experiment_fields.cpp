@@ -405,7 +405,8 @@ Fields<DataConfig> data_fields() {
           shape,                             at<D>("classes", &D::classes),
           at<D>("train_size", &D::train_size), at<D>("test_size", &D::test_size),
           at<D>("seed", &D::seed),           files,
-          at<D>("seq_len", &D::seq_len),     at<D>("validation", &D::validation)};
+          at<D>("seq_len", &D::seq_len),     at<D>("validation", &D::validation),
+          at<D>("on_device", &D::on_device)};
 }
 
 Fields<ScheduleConfig> schedule_fields() {

@@ -2,8 +2,9 @@
 
 namespace tandem {
 
-BatchLoader::BatchLoader(const Dataset& data, const GlobalSampler& sampler, Device& dev)
-    : data_(data), sampler_(sampler), dev_(dev), input_(dev) {}
+BatchLoader::BatchLoader(const Dataset& data, const GlobalSampler& sampler, Device& dev,
+                         const std::string& on_device)
+    : sampler_(sampler), dev_(dev), input_(dev, data, on_device) {}
 
 int64_t BatchLoader::start_of(int64_t iteration) const {
   return positions_ ? positions_->at(iteration).start : sampler_.start_of(iteration);
@@ -11,7 +12,7 @@ int64_t BatchLoader::start_of(int64_t iteration) const {
 
 void BatchLoader::fill(int slot, const Slice& s) {
   sampler_.slice_at(s.start, s.offset, s.count, indices_);
-  input_.fill(data_, indices_.data(), s.count, x_[slot], labels_[slot]);
+  input_.fill(indices_.data(), s.count, x_[slot], labels_[slot]);
   slice_[slot] = s;
 }
 

@@ -27,6 +27,7 @@
 #include "engine/train/config.hpp"
 #include "engine/train/console_link.hpp"
 #include "engine/train/control.hpp"
+#include "engine/train/device_input.hpp"
 #include "engine/train/emulation/faults.hpp"
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/noise_scale.hpp"
@@ -138,6 +139,7 @@ private:
   PolicyReport decision_;             // its decision on t-1, sent in t
   ClusterStats cluster_;              // what the policy gets beside the last bsp stats
   const RunLength length_;            // stop.epochs in batches of B0 and in samples
+  std::unique_ptr<DeviceInput> test_input_;  // the test set's way to the device, made at the first evaluation
   // Rank 0, lr_scaling = 'adascale' with B adaptive: the noise scale every rank's
   // learning-rate gain follows (sent in the Control).
   bool adascale_ = false;

@@ -1,40 +1,155 @@
 #include "engine/train/device_input.hpp"
 
+#include <fmt/format.h>
+
+#include "engine/core/error.hpp"
+
 namespace tandem {
 
-DeviceInput::~DeviceInput() {
-  for (int i = 0; i < 2; ++i)
-    if (staging_[i]) dev_.deallocate_host(staging_[i], staging_bytes_[i]);
+namespace {
+
+size_t floats_for(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
+int32_t* label_data(Tensor& labels) { return reinterpret_cast<int32_t*>(labels.data()); }
+
+// Labels are device memory the loss reads unchecked on a GPU: each is checked on the
+// host before it gets there (a resident data set's once, a staged batch's each time).
+void check_labels(const Dataset& data, const int32_t* labels, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    TANDEM_CHECK_HINT(labels[i] >= 0 && labels[i] < data.classes(), "check the data set's files",
+                      "label ", labels[i], " at position ", i, " of a batch from ", data.name(),
+                      " is outside [0, ", data.classes(), ")");
 }
 
-void* DeviceInput::staging(size_t bytes) {
-  turn_ ^= 1;
-  if (bytes > staging_bytes_[turn_]) {
-    if (staging_[turn_]) dev_.deallocate_host(staging_[turn_], staging_bytes_[turn_]);  // waits for its upload
-    staging_[turn_] = dev_.allocate_host(bytes);
-    staging_bytes_[turn_] = bytes;
+}  // namespace
+
+DeviceInput::DeviceInput(Device& dev, const Dataset& data, const std::string& on_device) : dev_(dev), data_(data) {
+  TANDEM_CHECK_HINT(on_device == "auto" || on_device == "always" || on_device == "never",
+                    "write data.on_device = 'auto', 'always' or 'never'", "data.on_device = '", on_device,
+                    "' is not a choice");
+  if (on_device == "never") return;
+  const Dataset::ByteRows* rows = data.byte_rows();
+  if (!rows) {
+    TANDEM_CHECK_HINT(on_device != "always", "set data.on_device = 'auto'", "data set ", data.name(),
+                      " cannot be held on the device: it is not stored as a row of bytes per sample (text windows "
+                      "overlap; synthetic samples are computed as they are drawn)");
+    return;
   }
-  return staging_[turn_];
+  const size_t bytes = static_cast<size_t>(data.size()) *
+                       static_cast<size_t>(shape_numel(data.sample_shape()) + data.targets_per_sample());
+  const size_t capacity = dev.memory_capacity();
+  // An eighth leaves the model, its batches and the other ranks on a shared GPU
+  // their room; the CPU's copy is the data set itself.
+  const bool fits = dev.kind() == DeviceKind::cpu || capacity == 0 || bytes <= capacity / 8;
+  if (!fits) {
+    TANDEM_CHECK_HINT(on_device != "always", "set data.on_device = 'auto' (it stages batches through host memory)",
+                      "data set ", data.name(), " takes ", bytes, " bytes, more than an eighth of ", dev.name(), "'s ",
+                      capacity, " bytes");
+    return;
+  }
+  make_resident(*rows);
 }
 
-void DeviceInput::fill(const Dataset& data, const int64_t* indices, int64_t count, Tensor& x,
-                       std::vector<int32_t>& labels) {
-  Shape shape{count};
-  shape.insert(shape.end(), data.sample_shape().begin(), data.sample_shape().end());
-  x.ensure(dev_, shape);
-  labels.resize(static_cast<size_t>(count * data.targets_per_sample()));
-  const size_t values = static_cast<size_t>(x.numel());
+void DeviceInput::make_resident(const Dataset::ByteRows& rows) {
+  const size_t n = static_cast<size_t>(data_.size());
+  const size_t sample_bytes = static_cast<size_t>(shape_numel(data_.sample_shape()));
+  const size_t label_bytes = static_cast<size_t>(data_.targets_per_sample());
+  TANDEM_CHECK(data_.classes() <= 256, "data set ", data_.name(), " has ", data_.classes(),
+               " classes but offers its labels as bytes (a bug in the data set)");
+  for (size_t i = 0; i < n * label_bytes; ++i)
+    TANDEM_CHECK_HINT(rows.labels[i] < data_.classes(), "check the data set's files", "label ", int(rows.labels[i]),
+                      " at position ", i, " of ", data_.name(), " is outside [0, ", data_.classes(), ")");
+  resident_ = true;
+  resident_bytes_ = n * (sample_bytes + label_bytes);
   if (dev_.kind() == DeviceKind::cpu) {
-    data.gather(indices, count, x.data(), labels.data());
-  } else if (const Dataset::ByteForm* form = data.byte_form()) {
-    auto* bytes = static_cast<uint8_t*>(staging(values));
-    data.gather_bytes(indices, count, bytes, labels.data());
+    samples_at_ = rows.samples;
+    labels_at_ = rows.labels;
+    table_at_ = rows.table;
+    return;
+  }
+  rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(n * sample_bytes))});
+  label_rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(n * label_bytes))});
+  table_ = Tensor(dev_, {256});
+  dev_.copy_bytes_from_host(rows_.data(), rows.samples, n * sample_bytes);
+  dev_.copy_bytes_from_host(label_rows_.data(), rows.labels, n * label_bytes);
+  dev_.copy_from_host(table_.data(), rows.table, 256);
+  samples_at_ = reinterpret_cast<const uint8_t*>(rows_.data());
+  labels_at_ = reinterpret_cast<const uint8_t*>(label_rows_.data());
+  table_at_ = table_.data();
+}
+
+DeviceInput::~DeviceInput() {
+  for (Staging* s : {&samples_staging_, &labels_staging_, &indices_staging_})
+    for (int i = 0; i < 2; ++i)
+      if (s->p[i]) dev_.deallocate_host(s->p[i], s->bytes[i]);
+}
+
+std::string DeviceInput::describe() const {
+  if (resident_)
+    return fmt::format("held on the device ({:.1f} MB{}), gathered there by index",
+                       static_cast<double>(resident_bytes_) / 1e6,
+                       dev_.kind() == DeviceKind::cpu ? ", the data set's own memory" : "");
+  if (dev_.kind() == DeviceKind::cpu) return "gathered on the host";
+  return data_.byte_form() ? "gathered on the host, uploaded as bytes through pinned memory"
+                           : "gathered on the host, uploaded through pinned memory";
+}
+
+void* DeviceInput::staging(Staging& s, size_t bytes) {
+  s.turn ^= 1;
+  if (bytes > s.bytes[s.turn]) {
+    if (s.p[s.turn]) dev_.deallocate_host(s.p[s.turn], s.bytes[s.turn]);  // waits for its upload
+    s.p[s.turn] = dev_.allocate_host(bytes);
+    s.bytes[s.turn] = bytes;
+  }
+  return s.p[s.turn];
+}
+
+void DeviceInput::check_indices(const int64_t* indices, int64_t count) const {
+  for (int64_t i = 0; i < count; ++i)
+    TANDEM_CHECK(indices[i] >= 0 && indices[i] < data_.size(), "sample index ", indices[i], " outside ",
+                 data_.name(), " of size ", data_.size(), " (a bug in the sampler)");
+}
+
+void DeviceInput::fill(const int64_t* indices, int64_t count, Tensor& x, Tensor& labels) {
+  Shape shape{count};
+  shape.insert(shape.end(), data_.sample_shape().begin(), data_.sample_shape().end());
+  x.ensure(dev_, shape);
+  const size_t label_count = static_cast<size_t>(count * data_.targets_per_sample());
+  labels.ensure(dev_, {static_cast<int64_t>(label_count)});  // int32s in float storage: the same size
+  const size_t values = static_cast<size_t>(x.numel());
+  if (resident_) {
+    const int64_t* at = indices;
+    if (dev_.kind() != DeviceKind::cpu) {
+      // The GPU's gather cannot check its indices: the host does, then uploads them.
+      check_indices(indices, count);
+      const size_t bytes = static_cast<size_t>(count) * sizeof(int64_t);
+      auto* staged = static_cast<int64_t*>(staging(indices_staging_, bytes));
+      std::copy(indices, indices + count, staged);
+      indices_.ensure(dev_, {static_cast<int64_t>(floats_for(bytes))});
+      dev_.upload(indices_.data(), reinterpret_cast<const float*>(staged), floats_for(bytes));
+      at = reinterpret_cast<const int64_t*>(indices_.data());
+    }
+    dev_.gather_byte_rows(samples_at_, shape_numel(data_.sample_shape()), labels_at_, data_.targets_per_sample(),
+                          table_at_, data_.size(), at, count, x.data(), label_data(labels));
+    return;
+  }
+  if (dev_.kind() == DeviceKind::cpu) {
+    data_.gather(indices, count, x.data(), label_data(labels));
+    check_labels(data_, label_data(labels), label_count);
+    return;
+  }
+  auto* staged_labels = static_cast<int32_t*>(staging(labels_staging_, label_count * sizeof(int32_t)));
+  if (const Dataset::ByteForm* form = data_.byte_form()) {
+    auto* bytes = static_cast<uint8_t*>(staging(samples_staging_, values));
+    data_.gather_bytes(indices, count, bytes, staged_labels);
     dev_.upload_normalized(x.data(), bytes, values, form->scale, form->shift);
   } else {
-    auto* floats = static_cast<float*>(staging(values * sizeof(float)));
-    data.gather(indices, count, floats, labels.data());
+    auto* floats = static_cast<float*>(staging(samples_staging_, values * sizeof(float)));
+    data_.gather(indices, count, floats, staged_labels);
     dev_.upload(x.data(), floats, values);
   }
+  check_labels(data_, staged_labels, label_count);
+  dev_.upload(labels.data(), reinterpret_cast<const float*>(staged_labels), label_count);
 }
 
 }  // namespace tandem

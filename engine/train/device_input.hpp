@@ -1,12 +1,29 @@
 #pragma once
-// Moves a batch of samples from a data set into a device tensor. On the CPU the
-// samples are gathered straight into the tensor. On a GPU they are gathered into
-// pinned host memory (as bytes where the data set stores bytes: a quarter of the
-// traffic, normalised by a kernel on arrival) and uploaded on the device's copy
-// engine, so the copy overlaps whatever the device is still computing. Labels stay
-// on the host (the loss op takes them from there). A text data set's bytes are token
-// ids: they travel as bytes too, with scale 1 and shift 0.
+// Moves a batch of samples from a data set into device tensors: the samples, and
+// their labels as int32 in device memory (a float tensor's storage: the loss op
+// reads them there). The way is chosen once, when the input is made:
+//
+//  - Resident. A data set stored as rows of bytes (Dataset::ByteRows: Fashion-MNIST)
+//    is held whole in the device's memory, with its byte-to-value table. A batch then
+//    costs one small upload (its indices) and one gather kernel on the device: no
+//    host gather, no image upload, and the host is free as soon as it queued them.
+//    On the CPU the device's memory is the host's, so the data set's own rows are
+//    used and nothing is copied.
+//  - Staged, on a GPU, for the rest (the text corpus, synthetic data, or a data set
+//    too big to hold): gathered on the host into pinned memory (as bytes where the
+//    data set has a byte form: a quarter of the traffic, normalised by a kernel on
+//    arrival) and uploaded on the device's copy engine, overlapping whatever the
+//    device still computes.
+//  - Direct, on the CPU for a data set without rows: gathered straight into the
+//    tensors.
+//
+// data.on_device picks: 'auto' holds the data set on the device when it has rows and
+// they take at most an eighth of the device's memory; 'always' holds it or fails
+// saying why; 'never' stages (a GPU) or gathers directly (the CPU). The resident and
+// the direct ways give bit for bit the data set's own gather(); staged bytes are
+// normalised as byte * scale + shift on the GPU, which can differ in the last bit.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/core/tensor.hpp"
@@ -16,24 +33,47 @@ namespace tandem {
 
 class DeviceInput {
 public:
-  explicit DeviceInput(Device& dev) : dev_(dev) {}
+  // on_device: 'auto', 'always' or 'never' (above).
+  DeviceInput(Device& dev, const Dataset& data, const std::string& on_device = "auto");
   ~DeviceInput();
   DeviceInput(const DeviceInput&) = delete;
   DeviceInput& operator=(const DeviceInput&) = delete;
 
-  // Makes x hold samples indices[0..count) of data ([count, ...sample shape]) and
-  // labels their labels: count * data.targets_per_sample(), sample by sample.
-  void fill(const Dataset& data, const int64_t* indices, int64_t count, Tensor& x, std::vector<int32_t>& labels);
+  // Makes x hold samples indices[0..count) of the data set ([count, ...sample shape])
+  // and labels their labels: count * targets_per_sample() int32, sample by sample.
+  void fill(const int64_t* indices, int64_t count, Tensor& x, Tensor& labels);
+  // The int32 labels a fill() wrote into `labels` (device memory).
+  static const int32_t* labels_of(const Tensor& labels) { return reinterpret_cast<const int32_t*>(labels.data()); }
+
+  const Dataset& data() const { return data_; }
+  bool resident() const { return resident_; }
+  // How batches reach the device, for the run's log: "held on the device (47.0 MB,
+  // gathered there by index)".
+  std::string describe() const;
 
 private:
-  // Two staging buffers, used in turn: a fill may start while the upload of the
-  // previous one is still in flight (a prefetch the plan then overtook).
-  void* staging(size_t bytes);
+  void make_resident(const Dataset::ByteRows& rows);
+  // Two staging buffers per kind, used in turn: a fill may start while the upload of
+  // the previous one is still in flight (a prefetch the plan then overtook).
+  struct Staging {
+    void* p[2] = {nullptr, nullptr};
+    size_t bytes[2] = {0, 0};
+    int turn = 0;
+  };
+  void* staging(Staging& s, size_t bytes);
+  void check_indices(const int64_t* indices, int64_t count) const;
 
   Device& dev_;
-  void* staging_[2] = {nullptr, nullptr};
-  size_t staging_bytes_[2] = {0, 0};
-  int turn_ = 0;
+  const Dataset& data_;
+  Staging samples_staging_, labels_staging_, indices_staging_;
+  // Resident: the rows, their labels and the table in the device's memory (on the
+  // CPU, pointers into the data set's own), and the indices of the batch in flight.
+  bool resident_ = false;
+  Tensor rows_, label_rows_, table_, indices_;
+  const uint8_t* samples_at_ = nullptr;
+  const uint8_t* labels_at_ = nullptr;
+  const float* table_at_ = nullptr;
+  size_t resident_bytes_ = 0;
 };
 
 }  // namespace tandem

@@ -11,10 +11,14 @@
 namespace tandem {
 
 EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_t begin, int64_t end) {
-  Tensor x;
-  std::vector<int32_t> labels;
+  DeviceInput input(model.device(), data);
+  return evaluate_range(model, input, batch, begin, end);
+}
+
+EvalSums evaluate_range(Model& model, DeviceInput& input, int64_t batch, int64_t begin, int64_t end) {
+  const Dataset& data = input.data();
+  Tensor x, labels;
   std::vector<int64_t> indices(static_cast<size_t>(batch));
-  DeviceInput input(model.device());
   SoftmaxCrossEntropy loss;
   StepContext ctx;
   ctx.training = false;
@@ -28,11 +32,12 @@ EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_
   for (int64_t start = begin; start < end; start += batch) {
     const int64_t n = std::min(batch, end - start);  // the last batch may be shorter
     std::iota(indices.begin(), indices.begin() + n, start);
-    input.fill(data, indices.data(), n, x, labels);
+    input.fill(indices.data(), n, x, labels);
     // One row of logits per target: a language model's [n, seq, vocab] is n * seq rows.
     const Tensor& logits = model.forward(x, ctx);
     const LossResult r =
-        loss.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}), labels.data(), false);
+        loss.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}),
+                     DeviceInput::labels_of(labels), false);
     sums.loss_sum += r.loss_sum;
     sums.correct += static_cast<double>(r.correct);
     sums.count += static_cast<double>(n * targets);

@@ -6,6 +6,7 @@
 
 #include "engine/data/dataset.hpp"
 #include "engine/nn/model.hpp"
+#include "engine/train/device_input.hpp"
 
 namespace tandem {
 
@@ -18,7 +19,10 @@ struct EvalSums {
   double count = 0.0;  // targets: samples * the data set's targets_per_sample()
 };
 
-// Samples [begin, end) of the data set.
+// Samples [begin, end) of input's data set. The input is the caller's to keep, so a
+// test set held on the device is uploaded once, not at every evaluation.
+EvalSums evaluate_range(Model& model, DeviceInput& input, int64_t batch, int64_t begin, int64_t end);
+// The same through a DeviceInput made for this call (data.on_device = 'auto').
 EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_t begin, int64_t end);
 
 }  // namespace tandem

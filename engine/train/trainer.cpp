@@ -231,7 +231,7 @@ void Trainer::build_model() {
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, cfg_.accumulate);
   reducer_ = std::make_unique<CommReducer>(comm_);
   gradients_ = std::make_unique<GradientSync>(*model_, comm_);
-  loader_ = std::make_unique<BatchLoader>(*train_set_, *sampler_, dev_);
+  loader_ = std::make_unique<BatchLoader>(*train_set_, *sampler_, dev_, cfg_.data.on_device);
   emulator_ = std::make_unique<Emulator>(cfg_.emulation, world_);
   // Emulated compute times stretch this machine's calibrated compute time (see
   // calibration.hpp); rank 0 measures it alone and every rank uses its numbers.
@@ -325,6 +325,9 @@ void Trainer::start_recording() {
   spdlog::info("rank 0 computes on {}{}{}", device_.note.empty() ? dev_.name() : "the CPU: " + device_.note,
                precision_text(cfg_.device.precision, dev_.kind()),
                world_ > 1 ? fmt::format("; gradients are summed in {}", gradients_->path()) : "");
+  // On the CPU the data set is always in the device's memory: only a GPU's way is news.
+  spdlog::log(dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info,
+              "training batches: {} (data.on_device = '{}')", loader_->input().describe(), cfg_.data.on_device);
   spdlog::debug("the gradient all-reduce: {} floats ({:.2f} MB) a step over {} in {}", gradients_->floats(),
                 static_cast<double>(gradients_->floats()) * sizeof(float) / (1 << 20), comm_.name(),
                 gradients_->path());

@@ -77,6 +77,11 @@ M.schema = record {
     seq_len = integer(128, { min = 1, max = 65536, doc = "text: bytes per sample, the model's context length" }),
     validation = number(0.1, { gt = 0, max = 0.5, doc = 'text: the fraction of the text, at its end, held out for '
                                                      .. 'evaluation' }),
+    on_device = string_('auto', { one_of = { 'auto', 'always', 'never' },
+                                  doc = "hold the data set in the device's memory and gather each batch there by "
+                                     .. 'index (a data set stored as rows of bytes: fashion-mnist). auto: when it '
+                                     .. "takes at most an eighth of the device's memory; never: gather on the host "
+                                     .. 'and upload each batch' }),
   },
   global_batch = integer(64, { min = 1, doc = 'samples per iteration, summed over all workers' }),
   optimizer = string_('sgd', { one_of = { 'sgd', 'adamw' },

@@ -1,7 +1,8 @@
 // The CUDA device against the CPU device, op by op and model by model: the ops that
 // go to cuBLAS (gemm) and cuDNN (convolution, max pooling), the ones that cross
-// between host and device (the loss with host labels, the batch-norm sums, byte
-// uploads normalised on arrival), the sequence-model ops' wiring (a GPT's embedding,
+// between host and device (the loss with device labels, the batch-norm sums, byte
+// uploads normalised on arrival, batches gathered on the device from a data set held
+// there, and staged), the sequence-model ops' wiring (a GPT's embedding,
 // layer norm, GELU, causal softmax, head permute, add_inplace, AdamW), the memory
 // pool's accounting, and then whole training steps (forward, loss, backward, SGD) of
 // the MLP, LeNet, LeNet with batch norm and the small ResNet, started from the same
@@ -10,17 +11,22 @@
 #include "tests/gpu/gpu_test.hpp"
 
 #if TANDEM_HAVE_CUDA
+#include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "engine/core/cuda_device.hpp"
 #include "engine/core/tensor.hpp"
 #include "engine/data/datasets.hpp"
 #include "engine/data/sampler.hpp"
+#include "engine/data/synthetic.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/train/batch_loader.hpp"
+#include "engine/train/device_input.hpp"
 #include "engine/train/step.hpp"
+#include "tests/unit/byte_rows_dataset.hpp"
 
 using namespace tandem;
 using gpu_test::random_floats;
@@ -179,16 +185,19 @@ void check_maxpool(Device& gpu) {
 
 void check_host_crossings(Device& gpu) {
   Device& cpu = cpu_device();
-  // The loss takes host labels; the answer comes back to the host.
+  // The loss takes device labels; the answer comes back to the host.
   for (int rows : {0, 1, 64, 1000}) {
     const auto logits = random_floats(static_cast<size_t>(rows) * 10 + 1, 9, -4.0f, 4.0f);
     std::vector<int32_t> labels(static_cast<size_t>(rows));
     for (int i = 0; i < rows; ++i) labels[static_cast<size_t>(i)] = (i * 7) % 10;
+    Tensor labels_g(gpu, {std::max(rows, 1)});  // int32s in float storage
+    gpu.copy_bytes_from_host(labels_g.data(), labels.data(), labels.size() * sizeof(int32_t));
     Tensor lc = on(cpu, logits, {rows * 10 + 1}), lg = on(gpu, logits, {rows * 10 + 1});
     Tensor dc(cpu, {rows * 10 + 1}), dg(gpu, {rows * 10 + 1});
     int64_t correct_c = -1, correct_g = -2;
     const double loss_c = cpu.softmax_xent(lc.data(), labels.data(), rows, 10, dc.data(), &correct_c);
-    const double loss_g = gpu.softmax_xent(lg.data(), labels.data(), rows, 10, dg.data(), &correct_g);
+    const double loss_g =
+        gpu.softmax_xent(lg.data(), DeviceInput::labels_of(labels_g), rows, 10, dg.data(), &correct_g);
     const std::string shape = std::to_string(rows) + "x10";
     GPU_CHECK_CLOSE("softmax_xent", shape, "loss", std::vector<double>{loss_g}, std::vector<double>{loss_c}, 1e-6);
     GPU_CHECK("softmax_xent", shape, "correct", correct_g == correct_c);
@@ -214,6 +223,43 @@ void check_host_crossings(Device& gpu) {
   const size_t before = gpu.bytes_in_use();
   { Tensor t(gpu, {1 << 20}); GPU_CHECK("pool", "4 MiB", "in use grows", gpu.bytes_in_use() >= before + (4u << 20)); }
   GPU_CHECK("pool", "4 MiB", "in use back", gpu.bytes_in_use() == before);
+}
+
+// A batch through each way to the GPU (engine/train/device_input.hpp) against the
+// CPU's, and the test set's evaluation sums.
+void check_device_input(Device& gpu) {
+  Device& cpu = cpu_device();
+  auto bits = [](const Tensor& t) {
+    const std::vector<float> h = t.to_host();
+    std::vector<uint32_t> b(h.size());
+    if (!h.empty()) std::memcpy(b.data(), h.data(), h.size() * sizeof(float));
+    return b;
+  };
+  for (const int64_t targets : {1, 3}) {
+    const testing::ByteRowsDataset data(300, {1, 28, 28}, targets, 10);
+    DeviceInput held(gpu, data, "always"), reference(cpu, data, "never");
+    GPU_CHECK("device_input", "byte rows", "held on the GPU", held.resident());
+    for (const int64_t count : {0, 1, 64, 500}) {
+      std::vector<int64_t> idx(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) idx[static_cast<size_t>(i)] = (i * 131 + 7) % data.size();
+      Tensor xg, lg, xc, lc;
+      held.fill(idx.data(), count, xg, lg);
+      reference.fill(idx.data(), count, xc, lc);
+      const std::string shape = std::to_string(count) + " of 784 bytes, " + std::to_string(targets) + " labels";
+      GPU_CHECK("device_input", shape, "samples bit for bit", bits(xg) == bits(xc));
+      GPU_CHECK("device_input", shape, "labels", bits(lg) == bits(lc));
+    }
+  }
+  // Staged floats (synthetic data has no rows): uploaded exactly.
+  const auto synthetic = make_synthetic({3, 5, 5}, 4, 100, 2);
+  DeviceInput staged(gpu, *synthetic, "auto"), reference(cpu, *synthetic, "never");
+  GPU_CHECK("device_input", "synthetic", "staged", !staged.resident());
+  std::vector<int64_t> idx{3, 99, 0, 3, 50};
+  Tensor xg, lg, xc, lc;
+  staged.fill(idx.data(), 5, xg, lg);
+  reference.fill(idx.data(), 5, xc, lc);
+  GPU_CHECK("device_input", "synthetic 5", "samples bit for bit", bits(xg) == bits(xc));
+  GPU_CHECK("device_input", "synthetic 5", "labels", bits(lg) == bits(lc));
 }
 
 // One training step of a model on both devices from the same weights and batch.
@@ -257,6 +303,7 @@ int main() {
     check_conv(*gpu);
     check_maxpool(*gpu);
     check_host_crossings(*gpu);
+    check_device_input(*gpu);
     const std::string root = TANDEM_SOURCE_DIR;
     check_model(*gpu, root + "/scripts/experiments/quickstart.lua", {"model_args.dropout=0.2"}, "mlp", 64);
     check_model(*gpu, root + "/scripts/experiments/lenet.lua", {}, "lenet", 32);

@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     Model model(dev, cfg.model, cfg.seed);
     const auto optimizer = make_optimizer(dev, model, cfg.optimizer);
     TrainStep step(model, *optimizer, cfg.accumulate);
-    BatchLoader loader(*data, sampler, dev);
+    BatchLoader loader(*data, sampler, dev, cfg.data.on_device);
     StepContext ctx;
     double timed_ms = 0.0, loss = 0.0;
     for (int64_t t = 0; t < warmup + steps; ++t) {

@@ -173,9 +173,12 @@ public:
                         int64_t first_row) override {
     cpu::dropout_backward(dy, dx, rows, cols, p, seed, first_row);
   }
-  double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
-                      int64_t* correct) override {
-    return cpu::softmax_xent(logits, labels, rows, classes, dlogits, correct);
+  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+                         double* totals, bool accumulate) override {
+    int64_t correct = 0;
+    const double loss = cpu::softmax_xent(logits, labels, rows, classes, dlogits, &correct);
+    totals[0] = accumulate ? totals[0] + loss : loss;
+    totals[1] = accumulate ? totals[1] + static_cast<double>(correct) : static_cast<double>(correct);
   }
   void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, int64_t stride_a,
                     const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c,

@@ -91,7 +91,6 @@ public:
                                                                                   : CUBLAS_DEFAULT_MATH));
     TANDEM_CUDNN_CHECK(cudnnCreate(&dnn_));
     TANDEM_CUDNN_CHECK(cudnnSetStream(dnn_, stream_));
-    TANDEM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&totals_host_), 4 * sizeof(double)));
     // Convolutions: TF32 tensor cores in tf32 and bf16 alike (precision.hpp).
     cudnn_ = std::make_unique<CudnnOps>(dnn_, o.precision != Precision::fp32,
                                         [this](size_t b) { return workspace_.get(b, stream_); });
@@ -104,7 +103,6 @@ public:
     cudnn_.reset();
     cudnnDestroy(dnn_);
     cublasDestroy(blas_);
-    cudaFreeHost(totals_host_);
     cudaEventDestroy(uploaded_);
     cudaStreamDestroy(copy_stream_);
     cudaStreamDestroy(stream_);
@@ -315,16 +313,11 @@ public:
     cuda::batchnorm_backward(dy, xhat, gamma, invstd, d, count, batch, channels, spatial, dx, stream_);
   }
 
-  double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
-                      int64_t* correct) override {
+  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+                         double* totals, bool accumulate) override {
     // labels are device memory, checked where they were made (DeviceInput): a label
     // outside [0, classes) would only count as wrong here and make the loss NaN.
-    auto* totals = static_cast<double*>(sums_.get(2 * sizeof(double), stream_));
-    cuda::softmax_xent(logits, labels, rows, classes, dlogits, totals, stream_);
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(totals_host_, totals, 2 * sizeof(double), cudaMemcpyDeviceToHost, stream_));
-    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (correct) *correct = static_cast<int64_t>(totals_host_[1] + 0.5);
-    return totals_host_[0];
+    cuda::softmax_xent(logits, labels, rows, classes, dlogits, totals, stream_, accumulate);
   }
 
   double sum_squares(const float* x, size_t count) override {
@@ -402,7 +395,6 @@ private:
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
   std::unique_ptr<CudnnOps> cudnn_;
-  double* totals_host_ = nullptr;  // pinned: the loss and accuracy come back here
 };
 
 }  // namespace

@@ -38,7 +38,7 @@ public:
   virtual void fill(float* dst, size_t count, float value) = 0;
   // Waits until every op queued so far is done. Ops may run asynchronously (the CUDA
   // device queues them on a stream); host reads through copy_to_host and the ops that
-  // return a number (softmax_xent, the batchnorm sums) synchronise by themselves.
+  // return a number (sum_squares, the batchnorm sums) synchronise by themselves.
   virtual void synchronize() {}
   // Threads the host BLAS (OpenBLAS) may use for this worker's CPU work. One per rank
   // unless asked (DESIGN.md, Pitfalls): ranks share the host's cores.
@@ -130,10 +130,17 @@ public:
   // Softmax cross-entropy with SUM reduction over rows, fused with its gradient
   // (labels are device memory, in [0, classes): a GPU cannot report one outside, it
   // counts the row wrong and makes the loss NaN; the CPU fails with a message):
-  // dlogits = softmax(logits) - onehot(label). Returns the loss sum; *correct counts
-  // rows whose arg-max equals the label. dlogits may be null (evaluation).
-  virtual double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
-                              int64_t* correct) = 0;
+  // dlogits = softmax(logits) - onehot(label); dlogits may be null (evaluation).
+  // totals (device memory, 2 doubles) gets [0] the loss sum and [1] the number of rows
+  // whose arg-max equals the label: overwritten, or added to with `accumulate`.
+  // Nothing comes back to the host: whoever needs the numbers reads the totals once,
+  // after the rest of the step is queued (a read mid-step would stall the device).
+  virtual void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+                                 double* totals, bool accumulate) = 0;
+  // The same, read back at once (waits for the device): returns the loss sum and sets
+  // *correct (unless null). For tests and one-off uses.
+  double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+                      int64_t* correct);
 
   // ---- Sequence models (a GPT: models/gpt.lua). Shapes are row-major; a sequence
   // batch is [batch, seq, dim]; token ids travel as floats holding integers (the input

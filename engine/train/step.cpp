@@ -12,18 +12,16 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate)
   TANDEM_CHECK_HINT(accumulate >= 1, "set accumulate to 1 or more", "accumulate = ", accumulate);
 }
 
-LossResult TrainStep::pass(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
-  const LossResult r = loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true);
+void TrainStep::pass(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool accumulate) {
+  loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true, totals_, accumulate);
   model_.backward(loss_.grad(), ctx);
-  return r;
 }
 
 LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   const int64_t parts = std::min<int64_t>(accumulate_, n);
-  LossResult total;
   if (parts <= 1) {
-    total = pass(x, labels, ctx);
+    pass(x, labels, ctx, false);
   } else {
     Device& dev = model_.device();
     const size_t count = model_.param_count();
@@ -36,9 +34,7 @@ LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const Step
       const Tensor micro = Tensor::view_of(dev, x.data() + begin * per_sample, shape);
       StepContext c = ctx;
       c.first_sample = ctx.first_sample + begin;
-      const LossResult r = pass(micro, labels + begin * targets, c);
-      total.loss_sum += r.loss_sum;
-      total.correct += r.correct;
+      pass(micro, labels + begin * targets, c, /*accumulate=*/k > 0);  // the loss sums on the device
       // backward() overwrites the model's gradients: the first part's become the sum.
       if (k == 0)
         dev.copy(grad_sum_.data(), model_.grads().data(), count);
@@ -47,10 +43,11 @@ LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const Step
     }
     dev.copy(model_.grads().data(), grad_sum_.data(), count);
   }
-  // The gradients are complete when this returns: the caller times the compute and
-  // hands the buffer to the all-reduce (a no-op on the CPU).
-  model_.device().synchronize();
-  return total;
+  // Reading the totals waits for everything queued: the gradients are complete when
+  // this returns, the caller times the compute and hands the buffer to the
+  // all-reduce. It is the step's one wait, after the whole backward pass is queued
+  // (not between forward and backward, where a GPU would idle while the host queued).
+  return totals_.read();
 }
 
 void TrainStep::update(int64_t global_batch, double lr, std::optional<double> grad_sq) {

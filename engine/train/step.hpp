@@ -49,12 +49,14 @@ public:
   Optimizer& optimizer() { return optimizer_; }
 
 private:
-  LossResult pass(const Tensor& x, const int32_t* labels, const StepContext& ctx);
+  // Forward, loss into totals_ (added to them with `accumulate`), backward.
+  void pass(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool accumulate);
 
   Model& model_;
   Optimizer& optimizer_;
   int64_t accumulate_;
   SoftmaxCrossEntropy loss_;
+  LossTotals totals_;  // the local batch's loss sum and correct count, on the device
   Tensor grad_sum_;  // accumulate > 1: the micro-batches' gradients summed
   double grad_norm_ = 0.0;
 };

@@ -1,7 +1,8 @@
 #pragma once
 // Softmax cross-entropy (SUM over rows) fused with its gradient and the accuracy
 // count (kernels/cpu/softmax_xent.hpp). labels live in device memory. totals is a
-// device buffer of 2 doubles, overwritten: [0] the loss sum, [1] the number of rows
+// device buffer of 2 doubles, overwritten (added to, with `accumulate`: micro-batches
+// and evaluation batches sum on the device): [0] the loss sum, [1] the number of rows
 // whose arg-max equals the label. dlogits may be null (evaluation), or logits itself
 // (in place). Deterministic. The device cannot raise an error: a label outside
 // [0, classes) counts as wrong and makes totals[0] NaN (check labels on the host, as
@@ -13,6 +14,6 @@
 namespace tandem::cuda {
 
 void softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits, double* totals,
-                  cudaStream_t stream);
+                  cudaStream_t stream, bool accumulate = false);
 
 }  // namespace tandem::cuda

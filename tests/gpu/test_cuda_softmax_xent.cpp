@@ -60,6 +60,12 @@ void check(int rows, int classes, bool ties, cudaStream_t stream) {
   tandem::cuda::softmax_xent(at(d_logits), at(d_labels), rows, classes, nullptr, at(d_totals), stream);
   sync(stream);
   GPU_CHECK("softmax_xent", shape, "totals without gradient, bitwise", bitwise_equal(download(d_totals), totals));
+  // Accumulated: a second pass adds to the totals (x + x is exact: 2x, bit for bit).
+  tandem::cuda::softmax_xent(at(d_logits), at(d_labels), rows, classes, nullptr, at(d_totals), stream,
+                             /*accumulate=*/true);
+  sync(stream);
+  GPU_CHECK("softmax_xent", shape, "totals accumulated, bitwise",
+            bitwise_equal(download(d_totals), std::vector<double>{2 * totals[0], 2 * totals[1]}));
 
   // In place: the gradient overwrites the logits.
   poison(d_totals);

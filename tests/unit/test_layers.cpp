@@ -276,6 +276,21 @@ BOOST_AUTO_TEST_CASE(softmax_cross_entropy_gradient_and_sum_reduction) {
     sum += l1.forward(one, &labels[i], false).loss_sum;
   }
   BOOST_TEST(r.loss_sum == sum, boost::test_tools::tolerance(1e-9));
+  // Into device totals: the rows one by one, added there, give the batch's sums (the
+  // micro-batches of a step and the batches of an evaluation add up so), and a pass
+  // without `accumulate` starts them over.
+  LossTotals totals;
+  SoftmaxCrossEntropy each;
+  for (int i = 0; i < rows; ++i) {
+    Tensor one = Tensor::view_of(dev(), logits.data() + i * classes, {1, classes});
+    each.forward(one, &labels[i], false, totals, /*accumulate=*/i > 0);
+  }
+  const LossResult added = totals.read();
+  BOOST_TEST(added.loss_sum == sum, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(added.correct == r.correct);
+  each.forward(logits, labels.data(), true, totals, false);
+  BOOST_TEST(totals.read().loss_sum == r.loss_sum);
+  BOOST_TEST(LossTotals().read().loss_sum == 0.0);  // never written: zeros
 }
 
 BOOST_AUTO_TEST_CASE(softmax_cross_entropy_is_stable_for_large_logits) {

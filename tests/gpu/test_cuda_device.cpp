@@ -290,6 +290,17 @@ void check_model(Device& gpu, const std::string& experiment, const std::vector<s
     g.step.update(batch, cfg.optimizer.lr);
     GPU_CHECK_CLOSE(label, shape, "parameters", g.model.params().to_host(), c.model.params().to_host(), 1e-4);
   }
+  // A worker a plan gives no samples (issue 19, item 1): an empty forward and backward
+  // (k = 0 GEMMs, empty convolutions), a zero gradient, and the update of the global
+  // batch the others computed, as on the CPU.
+  const LossResult rc = c.step.compute(c.loader.load(3, 0, 0), c.loader.labels(), ctx);
+  const LossResult rg = g.step.compute(g.loader.load(3, 0, 0), g.loader.labels(), ctx);
+  GPU_CHECK(label, "local batch 0", "no loss, nothing right", rc.loss_sum == 0.0 && rg.loss_sum == 0.0 &&
+                                                                 rc.correct == 0 && rg.correct == 0);
+  GPU_CHECK_CLOSE(label, "local batch 0", "gradients", g.model.grads().to_host(), c.model.grads().to_host(), 0.0);
+  c.step.update(batch, cfg.optimizer.lr);
+  g.step.update(batch, cfg.optimizer.lr);
+  GPU_CHECK_CLOSE(label, "local batch 0", "parameters", g.model.params().to_host(), c.model.params().to_host(), 1e-4);
 }
 
 }  // namespace

@@ -39,6 +39,7 @@
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/heads_permute.hpp"
 #include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/gather_rows.hpp"
 #include "kernels/cpu/sgd_step.hpp"
 #include "kernels/cpu/softmax_xent.hpp"
 #include "kernels/cuda/adamw_step.cuh"
@@ -51,6 +52,7 @@
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/heads_permute.cuh"
 #include "kernels/cuda/layernorm.cuh"
+#include "kernels/cuda/gather_rows.cuh"
 #include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/softmax_xent.cuh"
 #endif
@@ -229,6 +231,48 @@ OpCase softmax_case(int rows, int classes, std::shared_ptr<Stream> stream, doubl
     g.push_back(static_cast<float>(totals[0] / rows));
     g.push_back(static_cast<float>(totals[1] / rows));
     return g;
+  }));
+  return oc;
+}
+
+// A batch gathered from a data set held on the device (Fashion-MNIST's layout: 784
+// bytes and a label byte per sample, 60,000 samples). Output: the samples, then the
+// labels as floats.
+OpCase gather_case(int count, std::shared_ptr<Stream> stream, double peak) {
+  const int64_t rows = 60000, sample = 784;
+  std::vector<uint8_t> samples(static_cast<size_t>(rows * sample)), label_rows(static_cast<size_t>(rows));
+  std::mt19937 rng(40);
+  for (auto& b : samples) b = static_cast<uint8_t>(rng());
+  for (auto& l : label_rows) l = static_cast<uint8_t>(rng() % 10);
+  const auto table = random_floats(256, 41);
+  std::vector<int64_t> indices(static_cast<size_t>(count));
+  for (auto& i : indices) i = static_cast<int64_t>(rng() % static_cast<unsigned>(rows));
+  auto d_samples = device_copy(samples), d_labels = device_copy(label_rows);
+  auto d_table = device_copy(table);
+  auto d_indices = device_copy(indices);
+  auto d_x = device_array<float>(static_cast<size_t>(count * sample));
+  auto d_out = device_array<int32_t>(static_cast<size_t>(count));
+  // bytes read, floats written, indices read, labels read and written
+  OpCase oc{"gather_byte_rows", std::to_string(count) + " of 60000x784 bytes",
+            static_cast<double>(count) * (sample * 5.0 + 8 + 1 + 4), 0.0, 0.0, {}, {}};
+  oc.reference = [=] {
+    std::vector<float> x(static_cast<size_t>(count * sample));
+    std::vector<int32_t> l(static_cast<size_t>(count));
+    cpu::gather_byte_rows(samples.data(), sample, label_rows.data(), 1, table.data(), rows, indices.data(), count,
+                          x.data(), l.data());
+    for (int32_t v : l) x.push_back(static_cast<float>(v));
+    return x;
+  };
+  auto launch = [=] {
+    cuda::gather_byte_rows(d_samples->p, sample, d_labels->p, 1, d_table->p, d_indices->p, count, d_x->p, d_out->p,
+                           stream->s);
+  };
+  oc.versions.push_back(cuda_version(stream, peak, launch, [=] {
+    launch();
+    KERNELS_CUDA_OK(cudaStreamSynchronize(stream->s));
+    std::vector<float> x = d_x->download();
+    for (int32_t v : d_out->download()) x.push_back(static_cast<float>(v));
+    return x;
   }));
   return oc;
 }
@@ -551,6 +595,8 @@ std::vector<OpCase> cuda_cases() {
   cases.push_back(softmax_case(16384, 1000, stream, peak));
   cases.push_back(batchnorm_case(256, 64, 32 * 32, stream, peak));
   cases.push_back(dropout_case(8192, 4096, stream, peak));
+  cases.push_back(gather_case(64, stream, peak));
+  cases.push_back(gather_case(4096, stream, peak));
   add_gpt_cases(cases, GptShape{}, stream, peak);
   cases.push_back(adamw_case(10'750'000, stream, peak));
   return cases;

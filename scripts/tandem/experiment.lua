@@ -910,6 +910,15 @@ function M.resolve(exp, overrides, source, world)
            "leave them out, or use data.name = 'synthetic'")
     end
   end
+  -- Only a data set stored as rows of bytes can be held on the device
+  -- (engine/train/device_input.hpp): said before anything starts, not by every rank.
+  if data.on_device == 'always' and data.name ~= 'fashion-mnist' then
+    fail(ctx, 'data.on_device',
+         string.format("data.on_device = 'always' cannot hold the %s data set on the device: it is not stored as a "
+                         .. 'row of bytes per sample (text windows overlap; synthetic samples are computed as they '
+                         .. 'are drawn)', data.name),
+         "set data.on_device = 'auto': batches are then gathered on the host and uploaded")
+  end
   local input, classes = data.shape, data.classes
   if data.name == 'text' then
     local defaults = M.schema.fields.data.fields

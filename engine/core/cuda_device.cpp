@@ -32,8 +32,8 @@ namespace tandem {
 
 namespace {
 
-// Device scratch that grows to the largest request and is reused: labels, the
-// byte batch, sums, cuDNN workspaces. Grows through the pool, so the old block is
+// Device scratch that grows to the largest request and is reused: the byte batch,
+// sums, cuDNN workspaces. Grows through the pool, so the old block is
 // reused by someone else rather than returned to the driver.
 class Scratch {
 public:
@@ -162,6 +162,14 @@ public:
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   size_t memory_capacity() const override { return capacity_; }
+  size_t memory_free() const override {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError();  // unknown: not an error to blame on a later launch
+      return 0;
+    }
+    return free;
+  }
   void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows, int64_t label_bytes,
                         const float* table, int64_t, const int64_t* indices, int64_t count, float* x,
                         int32_t* labels) override {

@@ -59,6 +59,8 @@ public:
   // The device's memory in bytes, 0 where it cannot be read: what decides whether a
   // data set is held on the device (engine/train/device_input.hpp).
   virtual size_t memory_capacity() const { return 0; }
+  // What of it is free now (other processes on a shared GPU count), 0 where unknown.
+  virtual size_t memory_free() const { return 0; }
   // A batch gathered from a data set held on the device as rows of bytes
   // (Dataset::ByteRows): x[i, j] = table[samples[indices[i] * sample_bytes + j]] and
   // labels[i * label_bytes + k] = label_rows[indices[i] * label_bytes + k], for i <

@@ -38,6 +38,9 @@ public:
     for (int v = 0; v < 256; ++v) table_[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
     rows_ = ByteRows{pixels_.data(), labels_.data(), table_.data()};
   }
+  // rows_ points into this object's own vectors: a copy would point into the original.
+  FashionMnist(const FashionMnist&) = delete;
+  FashionMnist& operator=(const FashionMnist&) = delete;
 
   std::string name() const override { return name_; }
   int64_t size() const override { return static_cast<int64_t>(labels_.size()); }

@@ -37,14 +37,16 @@ DeviceInput::DeviceInput(Device& dev, const Dataset& data, const std::string& on
   }
   const size_t bytes = static_cast<size_t>(data.size()) *
                        static_cast<size_t>(shape_numel(data.sample_shape()) + data.targets_per_sample());
-  const size_t capacity = dev.memory_capacity();
+  const size_t capacity = dev.memory_capacity(), free = dev.memory_free();
   // An eighth leaves the model, its batches and the other ranks on a shared GPU
-  // their room; the CPU's copy is the data set itself.
-  const bool fits = dev.kind() == DeviceKind::cpu || capacity == 0 || bytes <= capacity / 8;
+  // their room, and half of what is free now leaves room for what else is running
+  // there; the CPU's copy is the data set itself.
+  const bool fits = dev.kind() == DeviceKind::cpu ||
+                    ((capacity == 0 || bytes <= capacity / 8) && (free == 0 || bytes <= free / 2));
   if (!fits) {
     TANDEM_CHECK_HINT(on_device != "always", "set data.on_device = 'auto' (it stages batches through host memory)",
                       "data set ", data.name(), " takes ", bytes, " bytes, more than an eighth of ", dev.name(), "'s ",
-                      capacity, " bytes");
+                      capacity, " bytes or half of the ", free, " bytes free on it");
     return;
   }
   make_resident(*rows);

@@ -18,7 +18,7 @@
 //    tensors.
 //
 // data.on_device picks: 'auto' holds the data set on the device when it has rows and
-// they take at most an eighth of the device's memory; 'always' holds it or fails
+// they take at most an eighth of the device's memory and half of what is free; 'always' holds it or fails
 // saying why; 'never' stages (a GPU) or gathers directly (the CPU). The resident and
 // the direct ways give bit for bit the data set's own gather(); staged bytes are
 // normalised as byte * scale + shift on the GPU, which can differ in the last bit.
@@ -54,7 +54,10 @@ public:
 private:
   void make_resident(const Dataset::ByteRows& rows);
   // Two staging buffers per kind, used in turn: a fill may start while the upload of
-  // the previous one is still in flight (a prefetch the plan then overtook).
+  // the previous one is still in flight (a prefetch the plan then overtook). So the
+  // caller must wait for the device (a loss read, a synchronize) between fill n and
+  // fill n + 2: the training step and the evaluation each read their loss after
+  // every batch.
   struct Staging {
     void* p[2] = {nullptr, nullptr};
     size_t bytes[2] = {0, 0};

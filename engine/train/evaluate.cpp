@@ -35,6 +35,8 @@ EvalSums evaluate_range(Model& model, DeviceInput& input, int64_t batch, int64_t
     input.fill(indices.data(), n, x, labels);
     // One row of logits per target: a language model's [n, seq, vocab] is n * seq rows.
     const Tensor& logits = model.forward(x, ctx);
+    // Read back per batch: the input's staging ring needs a wait between fills
+    // (device_input.hpp), and an evaluation is rare enough not to matter.
     const LossResult r =
         loss.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}),
                      DeviceInput::labels_of(labels), false);

@@ -1,8 +1,11 @@
 // Softmax cross-entropy fused with its gradient and the accuracy count.
 //
 // A row is read from memory once and its gradient written once; each exponential is
-// computed once, in double as in the CPU reference (the sum and the loss in double;
-// the gradient is the float exponential times 1 / sum). Two layouts, by row length:
+// computed once, in double as in the CPU reference (the sum and the loss in double).
+// The exponential is kept as a float between the passes, so the gradient is
+// float(float(e) / sum) where the CPU computes float(e / sum): it can differ from
+// the CPU's by one float ulp (the tests' tolerance is 1e-5), the price of not
+// computing every exponential twice. Two layouts, by row length:
 //
 //  - Short rows (classes <= 32: the bundled classifiers' 10): a thread per row. A
 //    block takes 256 consecutive rows, one contiguous span of memory: it reads the
@@ -53,8 +56,10 @@ __device__ __forceinline__ void block_totals(double loss, double right, double* 
   }
 }
 
-// A thread per row over tiles of kBlock rows (dynamic shared memory: kBlock * classes
-// floats). partials[2 * blockIdx.x + 0] = the block's loss sum, [+ 1] = its correct
+// A thread per row over tiles of kBlock rows (dynamic shared memory: kBlock * stride
+// floats, stride = classes rounded up to an odd number: thread t's row starts at
+// t * stride, so the 32 lanes of a warp reading their rows' column c hit 32 different
+// banks). partials[2 * blockIdx.x + 0] = the block's loss sum, [+ 1] = its correct
 // count. dlogits may be logits itself: a tile is read whole before any of it is
 // written, and each tile is one block's.
 __global__ void __launch_bounds__(kBlock) softmax_xent_short(const float* logits, const int32_t* __restrict__ labels,
@@ -62,6 +67,7 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_short(const float* logits
                                                              double* __restrict__ partials, bool accumulate) {
   extern __shared__ float tile[];
   __shared__ double reduce[kBlock];
+  const int stride = classes | 1;
   double loss = 0.0, right = 0.0;
   const size_t tiles = (static_cast<size_t>(rows) + kBlock - 1) / kBlock;
   for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -71,10 +77,14 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_short(const float* logits
     const size_t span = static_cast<size_t>(n) * classes;
     const float* src = logits + first * classes;
     __syncthreads();  // the last tile's stores have read the shared copy
-    for (size_t i = threadIdx.x; i < span; i += kBlock) tile[i] = src[i];
+    // Coalesced: consecutive threads read consecutive floats of the span.
+    for (int i = threadIdx.x; i < static_cast<int>(span); i += kBlock) {
+      const int row = i / classes;
+      tile[row * stride + (i - row * classes)] = src[i];
+    }
     __syncthreads();
     if (static_cast<int>(threadIdx.x) < n) {
-      float* z = tile + static_cast<size_t>(threadIdx.x) * classes;
+      float* z = tile + threadIdx.x * stride;
       // Max and the first index reaching it, as the CPU reference scans.
       float best = z[0];
       int best_at = 0;
@@ -106,7 +116,10 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_short(const float* logits
     if (dlogits) {
       __syncthreads();
       float* dst = dlogits + first * classes;
-      for (size_t i = threadIdx.x; i < span; i += kBlock) dst[i] = tile[i];
+      for (int i = threadIdx.x; i < static_cast<int>(span); i += kBlock) {
+        const int row = i / classes;
+        dst[i] = tile[row * stride + (i - row * classes)];
+      }
     }
   }
   block_totals(loss, right, reduce, partials + 2 * static_cast<size_t>(blockIdx.x), accumulate);
@@ -246,7 +259,7 @@ void softmax_xent(const float* logits, const int32_t* labels, int rows, int clas
   size_t blocks = (static_cast<size_t>(rows) + per_block - 1) / per_block;
   if (blocks < 1) blocks = 1;  // zero rows: one block writes the totals {0, 0}
   if (blocks > kMaxRowBlocks) blocks = kMaxRowBlocks;
-  const size_t tile_bytes = short_rows ? sizeof(float) * kBlock * static_cast<size_t>(classes) : 0;
+  const size_t tile_bytes = short_rows ? sizeof(float) * kBlock * static_cast<size_t>(classes | 1) : 0;
   auto run = [&](double* out, bool add) {
     const unsigned grid = static_cast<unsigned>(blocks);
     if (short_rows)

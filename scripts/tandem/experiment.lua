@@ -80,8 +80,8 @@ M.schema = record {
     on_device = string_('auto', { one_of = { 'auto', 'always', 'never' },
                                   doc = "hold the data set in the device's memory and gather each batch there by "
                                      .. 'index (a data set stored as rows of bytes: fashion-mnist). auto: when it '
-                                     .. "takes at most an eighth of the device's memory; never: gather on the host "
-                                     .. 'and upload each batch' }),
+                                     .. "takes at most an eighth of the device's memory and half of what is free; "
+                                     .. 'never: gather on the host and upload each batch' }),
   },
   global_batch = integer(64, { min = 1, doc = 'samples per iteration, summed over all workers' }),
   optimizer = string_('sgd', { one_of = { 'sgd', 'adamw' },

@@ -100,8 +100,12 @@ void check_bad_labels(cudaStream_t stream) {
 
 int main() {
   return tandem::gpu_test::run("softmax_xent", [](cudaStream_t stream) {
-    const int shapes[][2] = {{0, 10}, {1, 1},    {1, 10},   {3, 33},    {7, 64},   {128, 10},
-                             {1000, 10}, {8193, 10}, {300, 1000}, {64, 4096}, {70000, 10}, {5, 4097}};
+    // Each kernel and the seams between them: a thread per row up to 32 classes (a
+    // block over several tiles past 2048 * 256 rows), a warp per row with the row in
+    // registers up to 1024, streaming beyond (several rows per warp past 2048 * 8).
+    const int shapes[][2] = {{0, 10},     {1, 1},      {1, 10},    {3, 33},     {7, 64},     {128, 10},
+                             {1000, 10},  {8193, 10},  {300, 1000}, {64, 4096}, {70000, 10}, {5, 4097},
+                             {3, 32},     {257, 31},   {600000, 10}, {20000, 40}, {3, 1024},  {3, 1025}};
     for (const auto& s : shapes)
       for (bool ties : {false, true}) check(s[0], s[1], ties, stream);
     check_bad_labels(stream);

@@ -30,6 +30,9 @@ DeviceProfile calibrate_compute(TrainStep& step, BatchLoader& loader, int64_t ma
     for (int i = 0; i < kRepeats; ++i) {
       const double start = now_ms();
       loader.load(0, 0, b);
+      // Done when the batch is on the device (a GPU gathers or uploads it
+      // asynchronously); the wait also keeps the loader's staging ring safe.
+      dev.synchronize();
       load_ms = std::min(load_ms, now_ms() - start);
     }
     const Tensor& x = loader.load(0, 0, b);

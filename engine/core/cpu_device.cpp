@@ -62,10 +62,9 @@ public:
   void copy_bytes_from_host(void* dst, const void* src, size_t bytes) override {
     if (bytes && dst != src) std::memcpy(dst, src, bytes);
   }
-  void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows, int64_t label_bytes,
-                        const float* table, int64_t rows, const int64_t* indices, int64_t count, float* x,
+  void gather_byte_rows(const ByteRowTable& t, const int64_t* indices, int64_t count, float* x,
                         int32_t* labels) override {
-    cpu::gather_byte_rows(samples, sample_bytes, label_rows, label_bytes, table, rows, indices, count, x, labels);
+    cpu::gather_byte_rows(t, indices, count, x, labels);
   }
   void fill(float* dst, size_t count, float value) override {
     if (count == 0) return;  // dst may be null then, which memset must not get

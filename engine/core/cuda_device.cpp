@@ -170,10 +170,9 @@ public:
     }
     return free;
   }
-  void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows, int64_t label_bytes,
-                        const float* table, int64_t, const int64_t* indices, int64_t count, float* x,
+  void gather_byte_rows(const ByteRowTable& t, const int64_t* indices, int64_t count, float* x,
                         int32_t* labels) override {
-    cuda::gather_byte_rows(samples, sample_bytes, label_rows, label_bytes, table, indices, count, x, labels, stream_);
+    cuda::gather_byte_rows(t, indices, count, x, labels, stream_);
   }
 
   void* allocate_host(size_t bytes) override {

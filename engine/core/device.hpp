@@ -10,6 +10,7 @@
 
 #include "engine/core/precision.hpp"
 #include "kernels/activation.hpp"  // which activation a fused bias+activation op applies
+#include "kernels/byte_rows.hpp"   // the rows a batch is gathered from on the device
 
 namespace tandem {
 
@@ -62,13 +63,12 @@ public:
   // What of it is free now (other processes on a shared GPU count), 0 where unknown.
   virtual size_t memory_free() const { return 0; }
   // A batch gathered from a data set held on the device as rows of bytes
-  // (Dataset::ByteRows): x[i, j] = table[samples[indices[i] * sample_bytes + j]] and
-  // labels[i * label_bytes + k] = label_rows[indices[i] * label_bytes + k], for i <
-  // count. Every pointer is device memory; indices must lie in [0, rows) (the CPU
-  // checks, a GPU cannot).
-  virtual void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows,
-                                int64_t label_bytes, const float* table, int64_t rows, const int64_t* indices,
-                                int64_t count, float* x, int32_t* labels) = 0;
+  // (kernels/byte_rows.hpp, every pointer of `t` device memory): x[i, :] = the
+  // values of row indices[i], labels[i * t.label_bytes + k] its labels, for i <
+  // count. indices are device memory and must lie in [0, t.rows) (the CPU checks, a
+  // GPU cannot).
+  virtual void gather_byte_rows(const ByteRowTable& t, const int64_t* indices, int64_t count, float* x,
+                                int32_t* labels) = 0;
 
   // C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose when trans_* is set.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,

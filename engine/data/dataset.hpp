@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/core/tensor.hpp"
+#include "kernels/byte_rows.hpp"
 
 namespace tandem {
 
@@ -36,17 +37,14 @@ public:
   virtual const ByteForm* byte_form() const { return nullptr; }
   virtual void gather_bytes(const int64_t* indices, int64_t count, uint8_t* x, int32_t* labels) const;
 
-  // A data set stored as one row of bytes per sample, and one row of label bytes,
-  // can be held whole in a device's memory and its batches gathered there by index
+  // A data set stored as rows of bytes, one per sample (Fashion-MNIST's images and
+  // labels; a text's overlapping windows and their next tokens), can be held whole
+  // in a device's memory and its batches gathered there by index
   // (engine/train/device_input.hpp): no host gather and no upload per step. A
-  // sample's values are table[byte], the same lookup gather() makes.
-  struct ByteRows {
-    const uint8_t* samples = nullptr;  // size() rows of numel(sample_shape()) bytes
-    const uint8_t* labels = nullptr;   // size() rows of targets_per_sample() bytes (classes() <= 256)
-    const float* table = nullptr;      // 256 floats: the value of each byte
-  };
-  // The rows, where the data set is stored so (text windows overlap, synthetic
-  // samples are computed: neither is).
+  // sample's values are table[byte], the same lookup gather() makes; its labels
+  // are bytes (classes() <= 256). The pointers are the data set's host memory.
+  using ByteRows = ByteRowTable;
+  // The rows, where the data set is stored so (synthetic samples are computed: not).
   virtual const ByteRows* byte_rows() const { return nullptr; }
 };
 

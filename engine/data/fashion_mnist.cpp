@@ -36,7 +36,12 @@ public:
     pixels_ = std::move(images.bytes);
     labels_ = std::move(labels.bytes);
     for (int v = 0; v < 256; ++v) table_[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
-    rows_ = ByteRows{pixels_.data(), labels_.data(), table_.data()};
+    rows_.samples = pixels_.data();
+    rows_.sample_bytes = rows_.sample_stride = 28 * 28;
+    rows_.labels = labels_.data();
+    rows_.label_bytes = rows_.label_stride = 1;
+    rows_.table = table_.data();
+    rows_.rows = size();
   }
   // rows_ points into this object's own vectors: a copy would point into the original.
   FashionMnist(const FashionMnist&) = delete;

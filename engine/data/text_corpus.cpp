@@ -68,7 +68,18 @@ public:
   TextWindows(std::shared_ptr<const std::vector<uint8_t>> text, std::string name, int seq_len, int64_t first,
               int64_t stride, int64_t count)
       : text_(std::move(text)), name_(std::move(name)), shape_{seq_len}, first_(first), stride_(stride),
-        count_(count) {}
+        count_(count) {
+    for (int v = 0; v < 256; ++v) identity_[v] = static_cast<float>(v);
+    // Window s and its targets (the window shifted by one) as strided rows of the text.
+    rows_.samples = text_->data() + first_;
+    rows_.sample_bytes = rows_.label_bytes = seq_len;
+    rows_.sample_stride = rows_.label_stride = stride_;
+    rows_.labels = text_->data() + first_ + 1;
+    rows_.table = identity_;
+    rows_.rows = count_;
+  }
+  TextWindows(const TextWindows&) = delete;  // rows_ points into text_ and identity_
+  TextWindows& operator=(const TextWindows&) = delete;
 
   std::string name() const override { return name_; }
   int64_t size() const override { return count_; }
@@ -96,6 +107,8 @@ public:
     }
   }
 
+  const ByteRows* byte_rows() const override { return &rows_; }
+
 private:
   const uint8_t* window(int64_t s) const {
     TANDEM_CHECK(s >= 0 && s < count_, "sample index ", s, " outside ", name_, " of size ", count_);
@@ -111,6 +124,8 @@ private:
   Shape shape_;
   int64_t first_, stride_, count_;
   ByteForm bytes_{1.0f, 0.0f};  // token ids as they are
+  float identity_[256];         // ... and as a table: byte v is the float v
+  ByteRows rows_;
 };
 
 }  // namespace

@@ -31,12 +31,16 @@ DeviceInput::DeviceInput(Device& dev, const Dataset& data, const std::string& on
   const Dataset::ByteRows* rows = data.byte_rows();
   if (!rows) {
     TANDEM_CHECK_HINT(on_device != "always", "set data.on_device = 'auto'", "data set ", data.name(),
-                      " cannot be held on the device: it is not stored as a row of bytes per sample (text windows "
-                      "overlap; synthetic samples are computed as they are drawn)");
+                      " cannot be held on the device: it is not stored as a row of bytes per sample (synthetic "
+                      "samples are computed as they are drawn)");
     return;
   }
-  const size_t bytes = static_cast<size_t>(data.size()) *
-                       static_cast<size_t>(shape_numel(data.sample_shape()) + data.targets_per_sample());
+  TANDEM_CHECK(rows->rows == data.size() && rows->sample_bytes == shape_numel(data.sample_shape()) &&
+                   rows->label_bytes == data.targets_per_sample() && rows->table,
+               "data set ", data.name(), " describes its byte rows as ", rows->rows, " rows of ", rows->sample_bytes,
+               " bytes and ", rows->label_bytes, " labels, not ", data.size(), " of ",
+               shape_numel(data.sample_shape()), " and ", data.targets_per_sample(), " (a bug in the data set)");
+  const size_t bytes = static_cast<size_t>(rows->sample_span() + rows->label_span());
   const size_t capacity = dev.memory_capacity(), free = dev.memory_free();
   // An eighth leaves the model, its batches and the other ranks on a shared GPU
   // their room, and half of what is free now leaves room for what else is running
@@ -53,31 +57,32 @@ DeviceInput::DeviceInput(Device& dev, const Dataset& data, const std::string& on
 }
 
 void DeviceInput::make_resident(const Dataset::ByteRows& rows) {
-  const size_t n = static_cast<size_t>(data_.size());
-  const size_t sample_bytes = static_cast<size_t>(shape_numel(data_.sample_shape()));
-  const size_t label_bytes = static_cast<size_t>(data_.targets_per_sample());
   TANDEM_CHECK(data_.classes() <= 256, "data set ", data_.name(), " has ", data_.classes(),
                " classes but offers its labels as bytes (a bug in the data set)");
-  for (size_t i = 0; i < n * label_bytes; ++i)
-    TANDEM_CHECK_HINT(rows.labels[i] < data_.classes(), "check the data set's files", "label ", int(rows.labels[i]),
-                      " at position ", i, " of ", data_.name(), " is outside [0, ", data_.classes(), ")");
+  // Every byte is a class when there are 256 (a text's tokens): nothing to check.
+  if (data_.classes() < 256)
+    for (int64_t s = 0; s < rows.rows; ++s)
+      for (int64_t k = 0; k < rows.label_bytes; ++k) {
+        const int label = rows.labels[s * rows.label_stride + k];
+        TANDEM_CHECK_HINT(label < data_.classes(), "check the data set's files", "label ", label, " at position ",
+                          s * rows.label_bytes + k, " of ", data_.name(), " is outside [0, ", data_.classes(), ")");
+      }
   resident_ = true;
-  resident_bytes_ = n * (sample_bytes + label_bytes);
-  if (dev_.kind() == DeviceKind::cpu) {
-    samples_at_ = rows.samples;
-    labels_at_ = rows.labels;
-    table_at_ = rows.table;
-    return;
-  }
-  rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(n * sample_bytes))});
-  label_rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(n * label_bytes))});
+  const size_t sample_span = static_cast<size_t>(rows.sample_span()), label_span = static_cast<size_t>(rows.label_span());
+  resident_bytes_ = sample_span + label_span;
+  table_rows_ = rows;
+  if (dev_.kind() == DeviceKind::cpu) return;  // the data set's own memory is the device's
+  // A text's labels are its samples shifted by a byte: two copies of the text, which
+  // the size check above counted.
+  rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(sample_span))});
+  label_rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(label_span))});
   table_ = Tensor(dev_, {256});
-  dev_.copy_bytes_from_host(rows_.data(), rows.samples, n * sample_bytes);
-  dev_.copy_bytes_from_host(label_rows_.data(), rows.labels, n * label_bytes);
+  dev_.copy_bytes_from_host(rows_.data(), rows.samples, sample_span);
+  dev_.copy_bytes_from_host(label_rows_.data(), rows.labels, label_span);
   dev_.copy_from_host(table_.data(), rows.table, 256);
-  samples_at_ = reinterpret_cast<const uint8_t*>(rows_.data());
-  labels_at_ = reinterpret_cast<const uint8_t*>(label_rows_.data());
-  table_at_ = table_.data();
+  table_rows_.samples = reinterpret_cast<const uint8_t*>(rows_.data());
+  table_rows_.labels = reinterpret_cast<const uint8_t*>(label_rows_.data());
+  table_rows_.table = table_.data();
 }
 
 DeviceInput::~DeviceInput() {
@@ -131,8 +136,7 @@ void DeviceInput::fill(const int64_t* indices, int64_t count, Tensor& x, Tensor&
       dev_.upload(indices_.data(), reinterpret_cast<const float*>(staged), floats_for(bytes));
       at = reinterpret_cast<const int64_t*>(indices_.data());
     }
-    dev_.gather_byte_rows(samples_at_, shape_numel(data_.sample_shape()), labels_at_, data_.targets_per_sample(),
-                          table_at_, data_.size(), at, count, x.data(), label_data(labels));
+    dev_.gather_byte_rows(table_rows_, at, count, x.data(), label_data(labels));
     return;
   }
   if (dev_.kind() == DeviceKind::cpu) {

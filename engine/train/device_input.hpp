@@ -3,25 +3,25 @@
 // their labels as int32 in device memory (a float tensor's storage: the loss op
 // reads them there). The way is chosen once, when the input is made:
 //
-//  - Resident. A data set stored as rows of bytes (Dataset::ByteRows: Fashion-MNIST)
-//    is held whole in the device's memory, with its byte-to-value table. A batch then
-//    costs one small upload (its indices) and one gather kernel on the device: no
-//    host gather, no image upload, and the host is free as soon as it queued them.
-//    On the CPU the device's memory is the host's, so the data set's own rows are
-//    used and nothing is copied.
-//  - Staged, on a GPU, for the rest (the text corpus, synthetic data, or a data set
-//    too big to hold): gathered on the host into pinned memory (as bytes where the
-//    data set has a byte form: a quarter of the traffic, normalised by a kernel on
-//    arrival) and uploaded on the device's copy engine, overlapping whatever the
-//    device still computes.
+//  - Resident. A data set stored as rows of bytes (Dataset::ByteRows: Fashion-MNIST,
+//    the text corpus) is held whole in the device's memory, with its byte-to-value
+//    table. A batch then costs one small upload (its indices) and one gather kernel
+//    on the device: no host gather, no sample upload, and the host is free as soon
+//    as it queued them. On the CPU the device's memory is the host's, so the data
+//    set's own rows are used and nothing is copied.
+//  - Staged, on a GPU, for the rest (synthetic data, or a data set too big to hold):
+//    gathered on the host into pinned memory (as bytes where the data set has a byte
+//    form: a quarter of the traffic, normalised by a kernel on arrival) and uploaded
+//    on the device's copy engine, overlapping whatever the device still computes.
 //  - Direct, on the CPU for a data set without rows: gathered straight into the
 //    tensors.
 //
 // data.on_device picks: 'auto' holds the data set on the device when it has rows and
-// they take at most an eighth of the device's memory and half of what is free; 'always' holds it or fails
-// saying why; 'never' stages (a GPU) or gathers directly (the CPU). The resident and
-// the direct ways give bit for bit the data set's own gather(); staged bytes are
-// normalised as byte * scale + shift on the GPU, which can differ in the last bit.
+// they take at most an eighth of the device's memory and half of what is free;
+// 'always' holds it or fails saying why; 'never' stages (a GPU) or gathers directly
+// (the CPU). The resident and the direct ways give bit for bit the data set's own
+// gather(); staged bytes are normalised as byte * scale + shift on the GPU, which
+// can differ in the last bit.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,9 +73,7 @@ private:
   // CPU, pointers into the data set's own), and the indices of the batch in flight.
   bool resident_ = false;
   Tensor rows_, label_rows_, table_, indices_;
-  const uint8_t* samples_at_ = nullptr;
-  const uint8_t* labels_at_ = nullptr;
-  const float* table_at_ = nullptr;
+  ByteRowTable table_rows_;  // the rows where the device reads them
   size_t resident_bytes_ = 0;
 };
 

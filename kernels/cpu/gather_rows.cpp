@@ -4,19 +4,17 @@
 
 namespace tandem::cpu {
 
-void gather_byte_rows(const uint8_t* samples, int64_t sample_bytes, const uint8_t* label_rows, int64_t label_bytes,
-                      const float* table, int64_t rows, const int64_t* indices, int64_t count, float* x,
-                      int32_t* labels) {
-  TANDEM_CHECK(sample_bytes >= 0 && label_bytes >= 0 && count >= 0, "gather_byte_rows: negative size (sample ",
-               sample_bytes, " bytes, label ", label_bytes, " bytes, ", count, " rows)");
+void gather_byte_rows(const ByteRowTable& t, const int64_t* indices, int64_t count, float* x, int32_t* labels) {
+  TANDEM_CHECK(t.sample_bytes >= 0 && t.label_bytes >= 0 && count >= 0, "gather_byte_rows: negative size (sample ",
+               t.sample_bytes, " bytes, label ", t.label_bytes, " bytes, ", count, " rows)");
   for (int64_t i = 0; i < count; ++i) {
     const int64_t s = indices[i];
-    TANDEM_CHECK(s >= 0 && s < rows, "gather_byte_rows: sample index ", s, " outside [0, ", rows, ")");
-    const uint8_t* src = samples + s * sample_bytes;
-    float* dst = x + i * sample_bytes;
-    for (int64_t j = 0; j < sample_bytes; ++j) dst[j] = table[src[j]];
-    const uint8_t* l = label_rows + s * label_bytes;
-    for (int64_t k = 0; k < label_bytes; ++k) labels[i * label_bytes + k] = l[k];
+    TANDEM_CHECK(s >= 0 && s < t.rows, "gather_byte_rows: sample index ", s, " outside [0, ", t.rows, ")");
+    const uint8_t* src = t.samples + s * t.sample_stride;
+    float* dst = x + i * t.sample_bytes;
+    for (int64_t j = 0; j < t.sample_bytes; ++j) dst[j] = t.table[src[j]];
+    const uint8_t* l = t.labels + s * t.label_stride;
+    for (int64_t k = 0; k < t.label_bytes; ++k) labels[i * t.label_bytes + k] = l[k];
   }
 }
 

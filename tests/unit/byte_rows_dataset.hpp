@@ -14,7 +14,7 @@ namespace tandem::testing {
 
 class ByteRowsDataset final : public Dataset {
 public:
-  ByteRowsDataset(int64_t size, Shape sample_shape, int64_t targets, int classes)
+  ByteRowsDataset(int64_t size, Shape sample_shape, int64_t targets, int classes)  // classes < 256
       : size_(size), shape_(std::move(sample_shape)), targets_(targets), classes_(classes) {
     const int64_t values = shape_numel(shape_);
     samples_.resize(static_cast<size_t>(size_ * values));
@@ -22,7 +22,12 @@ public:
     labels_.resize(static_cast<size_t>(size_ * targets_));
     for (size_t i = 0; i < labels_.size(); ++i) labels_[i] = static_cast<uint8_t>((i * 7 + i / 3) % classes_);
     for (int v = 0; v < 256; ++v) table_[v] = (static_cast<float>(v) / 255.0f - 0.3f) / 0.37f;
-    rows_ = ByteRows{samples_.data(), labels_.data(), table_};
+    rows_.samples = samples_.data();
+    rows_.sample_bytes = rows_.sample_stride = values;
+    rows_.labels = labels_.data();
+    rows_.label_bytes = rows_.label_stride = targets_;
+    rows_.table = table_;
+    rows_.rows = size_;
   }
   // Makes label `at` (of all size * targets) out of range: a data error.
   void spoil_label(size_t at) { labels_.at(at) = static_cast<uint8_t>(classes_); }
@@ -50,7 +55,10 @@ private:
   int classes_;
   std::vector<uint8_t> samples_, labels_;
   float table_[256];
-  ByteRows rows_;
+  ByteRows rows_;  // points into this object: not copyable
+public:
+  ByteRowsDataset(const ByteRowsDataset&) = delete;
+  ByteRowsDataset& operator=(const ByteRowsDataset&) = delete;
 };
 
 }  // namespace tandem::testing

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/core/device.hpp"
+#include "engine/data/datasets.hpp"
 #include "engine/data/fashion_mnist.hpp"
 #include "engine/data/sampler.hpp"
 #include "engine/data/synthetic.hpp"
@@ -64,19 +65,17 @@ BOOST_AUTO_TEST_CASE(gather_kernel_equals_the_data_sets_gather) {
       std::vector<float> want_x(idx.size() * values), got_x(want_x.size(), -1.0f);
       std::vector<int32_t> want_l(idx.size() * targets), got_l(want_l.size(), -1);
       data.gather(idx.data(), static_cast<int64_t>(idx.size()), want_x.data(), want_l.data());
-      const Dataset::ByteRows& rows = *data.byte_rows();
-      cpu::gather_byte_rows(rows.samples, values, rows.labels, targets, rows.table, data.size(), idx.data(),
-                            static_cast<int64_t>(idx.size()), got_x.data(), got_l.data());
+      cpu::gather_byte_rows(*data.byte_rows(), idx.data(), static_cast<int64_t>(idx.size()), got_x.data(),
+                            got_l.data());
       BOOST_TEST(std::memcmp(want_x.data(), got_x.data(), want_x.size() * sizeof(float)) == 0);
       BOOST_TEST(want_l == got_l);
     }
   }
   const ByteRowsDataset data(5, {4}, 1, 3);
-  const Dataset::ByteRows& rows = *data.byte_rows();
   float x[4];
   int32_t l;
   const int64_t bad = 5;
-  BOOST_TEST(contains(error_of([&] { cpu::gather_byte_rows(rows.samples, 4, rows.labels, 1, rows.table, 5, &bad, 1, x, &l); }),
+  BOOST_TEST(contains(error_of([&] { cpu::gather_byte_rows(*data.byte_rows(), &bad, 1, x, &l); }),
                       "sample index 5 outside [0, 5)"));
 }
 
@@ -94,6 +93,33 @@ BOOST_AUTO_TEST_CASE(every_way_gives_the_same_batch) {
     BOOST_TEST(same_bits(xa, xn));
     BOOST_TEST(same_bits(la, ln));
     BOOST_TEST(la.numel() == count * 3);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(text_windows_are_rows_too) {
+  // A text's windows overlap (the training set's start every byte, the validation
+  // set's every seq_len bytes) and their labels are the next bytes: strided rows.
+  tandem::testing::TempDir tmp("device-input-text");
+  std::string text(3000, '\0');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>((i * 131 + (i >> 8) * 7) & 0xff);
+  tmp.write("corpus.txt", text);
+  DataConfig cfg;
+  cfg.name = "text";
+  cfg.files = {tmp.path.string()};
+  cfg.seq_len = 12;
+  cfg.validation = 0.2;
+  for (const bool train : {true, false}) {
+    const auto data = make_dataset(cfg, train);
+    BOOST_REQUIRE(data->byte_rows() != nullptr);
+    const auto idx = some_indices(data->size(), 50);
+    Tensor xa, la, xn, ln;
+    bool resident = false;
+    fill_with(*data, "auto", idx, xa, la, &resident);
+    fill_with(*data, "never", idx, xn, ln);
+    BOOST_TEST(resident);
+    BOOST_TEST(same_bits(xa, xn));
+    BOOST_TEST(same_bits(la, ln));
+    BOOST_TEST(la.numel() == 50 * 12);
   }
 }
 

@@ -255,16 +255,26 @@ OpCase gather_case(int count, std::shared_ptr<Stream> stream, double peak) {
   // bytes read, floats written, indices read, labels read and written
   OpCase oc{"gather_byte_rows", std::to_string(count) + " of 60000x784 bytes",
             static_cast<double>(count) * (sample * 5.0 + 8 + 1 + 4), 0.0, 0.0, {}, {}};
+  auto rows_of = [=](const uint8_t* s, const uint8_t* l, const float* t) {
+    ByteRowTable r;
+    r.samples = s;
+    r.sample_bytes = r.sample_stride = sample;
+    r.labels = l;
+    r.label_bytes = r.label_stride = 1;
+    r.table = t;
+    r.rows = rows;
+    return r;
+  };
   oc.reference = [=] {
     std::vector<float> x(static_cast<size_t>(count * sample));
     std::vector<int32_t> l(static_cast<size_t>(count));
-    cpu::gather_byte_rows(samples.data(), sample, label_rows.data(), 1, table.data(), rows, indices.data(), count,
-                          x.data(), l.data());
+    cpu::gather_byte_rows(rows_of(samples.data(), label_rows.data(), table.data()), indices.data(), count, x.data(),
+                          l.data());
     for (int32_t v : l) x.push_back(static_cast<float>(v));
     return x;
   };
   auto launch = [=] {
-    cuda::gather_byte_rows(d_samples->p, sample, d_labels->p, 1, d_table->p, d_indices->p, count, d_x->p, d_out->p,
+    cuda::gather_byte_rows(rows_of(d_samples->p, d_labels->p, d_table->p), d_indices->p, count, d_x->p, d_out->p,
                            stream->s);
   };
   oc.versions.push_back(cuda_version(stream, peak, launch, [=] {

@@ -11,8 +11,12 @@
 #include "tests/gpu/gpu_test.hpp"
 
 #if TANDEM_HAVE_CUDA
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "engine/core/cuda_device.hpp"
@@ -250,6 +254,31 @@ void check_device_input(Device& gpu) {
       GPU_CHECK("device_input", shape, "labels", bits(lg) == bits(lc));
     }
   }
+  // A text's windows: strided rows, overlapping (the training set's start every
+  // byte), their labels the next bytes.
+  const std::filesystem::path corpus =
+      std::filesystem::temp_directory_path() / ("tandem-gpu-text-" + std::to_string(::getpid()) + ".txt");
+  {
+    std::ofstream out(corpus, std::ios::binary);
+    for (int i = 0; i < 5000; ++i) out.put(static_cast<char>((i * 131 + (i >> 8) * 7) & 0xff));
+  }
+  DataConfig text;
+  text.name = "text";
+  text.files = {corpus.string()};
+  text.seq_len = 64;
+  for (const bool train : {true, false}) {
+    const auto windows = make_dataset(text, train);
+    DeviceInput held(gpu, *windows, "always"), reference(cpu, *windows, "never");
+    std::vector<int64_t> idx(40);
+    for (int64_t i = 0; i < 40; ++i) idx[static_cast<size_t>(i)] = (i * 97 + 5) % windows->size();
+    Tensor xg, lg, xc, lc;
+    held.fill(idx.data(), 40, xg, lg);
+    reference.fill(idx.data(), 40, xc, lc);
+    const std::string shape = std::string(train ? "train" : "validation") + " windows of 64";
+    GPU_CHECK("device_input", shape, "tokens bit for bit", bits(xg) == bits(xc));
+    GPU_CHECK("device_input", shape, "next tokens", bits(lg) == bits(lc));
+  }
+  std::filesystem::remove(corpus);
   // Staged floats (synthetic data has no rows): uploaded exactly.
   const auto synthetic = make_synthetic({3, 5, 5}, 4, 100, 2);
   DeviceInput staged(gpu, *synthetic, "auto"), reference(cpu, *synthetic, "never");

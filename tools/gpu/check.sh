@@ -10,9 +10,14 @@
 #                test hosts, not devices)
 #   kernels      the kernel harness (bench/tandem_kernels): each kernel's fraction of
 #                the device's memory bandwidth
-#   bench        tools/bench/gpu_vs_torch.py in fp32 and bf16 (needs PyTorch with CUDA):
-#                tandem against PyTorch eager and CUDA-graph-captured
-# usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [gpu|integration|kernels|bench ...]
+#   bench_fp32   tools/bench/gpu_vs_torch.py in fp32 (needs PyTorch with CUDA): tandem
+#                (data held on the GPU, and staged) against PyTorch eager and
+#                CUDA-graph-captured
+#   bench_bf16   the same in bf16
+#   bench        both
+# Each part stops at 540 s, so that one part fits one call of a lent GPU machine
+# (10 minutes a command); the ctest parts run 4 tests at a time to fit.
+# usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [gpu|integration|kernels|bench|bench_fp32|bench_bf16 ...]
 # A part that fails does not stop the others; the exit status is 1 if any failed.
 set -uo pipefail
 build=$(cd "${1:?usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [part ...]}" && pwd)
@@ -45,17 +50,18 @@ run_part() {  # name, time limit in s, folder to run in, command...
 
 for part in "${parts[@]}"; do
   case $part in
-    gpu) run_part gpu 900 "$build" ctest -L gpu --output-on-failure ;;
+    gpu) run_part gpu 540 "$build" ctest -L gpu -j4 --output-on-failure ;;
     integration)
-      run_part integration 1800 "$build" env TANDEM_TEST_DEVICE=cuda \
-        ctest -L integration -E 'multihost|slurm' --output-on-failure ;;
-    kernels) run_part kernels 600 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json" ;;
-    bench)
+      run_part integration 540 "$build" env TANDEM_TEST_DEVICE=cuda \
+        ctest -L integration -E 'multihost|slurm' -j4 --output-on-failure ;;
+    kernels) run_part kernels 540 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json" ;;
+    bench|bench_fp32|bench_bf16)
       for p in fp32 bf16; do
-        run_part "bench_$p" 1200 "$src" python3 tools/bench/gpu_vs_torch.py "$build" --precision "$p" --reps 2 \
+        [ "$part" = bench ] || [ "$part" = "bench_$p" ] || continue
+        run_part "bench_$p" 540 "$src" python3 tools/bench/gpu_vs_torch.py "$build" --precision "$p" --reps 2 \
           --out "$out/gpu_vs_torch_$p.json"
       done ;;
-    *) echo "check.sh: unknown part '$part' (gpu, integration, kernels, bench)" >&2; exit 2 ;;
+    *) echo "check.sh: unknown part '$part' (gpu, integration, kernels, bench, bench_fp32, bench_bf16)" >&2; exit 2 ;;
   esac
 done
 exit $status

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engine/core/error.hpp"
 
 namespace tandem {
@@ -11,6 +13,23 @@ namespace {
 size_t floats_for(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
 
 int32_t* label_data(Tensor& labels) { return reinterpret_cast<int32_t*>(labels.data()); }
+
+// Whether the labels lie in the samples' own memory (a text's next tokens: the same
+// bytes one on), so that one copy holds both.
+bool labels_inside(const ByteRowTable& rows) {
+  return rows.labels >= rows.samples && rows.labels < rows.samples + rows.sample_span();
+}
+
+// The bytes from the samples' start to the labels' end, where they share memory.
+size_t shared_span(const ByteRowTable& rows) {
+  return static_cast<size_t>(
+      std::max(rows.sample_span(), static_cast<int64_t>(rows.labels - rows.samples) + rows.label_span()));
+}
+
+// What holding the rows takes: one span where the labels share the samples' memory.
+size_t held_bytes(const ByteRowTable& rows) {
+  return labels_inside(rows) ? shared_span(rows) : static_cast<size_t>(rows.sample_span() + rows.label_span());
+}
 
 // Labels are device memory the loss reads unchecked on a GPU: each is checked on the
 // host before it gets there (a resident data set's once, a staged batch's each time).
@@ -36,11 +55,12 @@ DeviceInput::DeviceInput(Device& dev, const Dataset& data, const std::string& on
     return;
   }
   TANDEM_CHECK(rows->rows == data.size() && rows->sample_bytes == shape_numel(data.sample_shape()) &&
-                   rows->label_bytes == data.targets_per_sample() && rows->table,
+                   rows->label_bytes == data.targets_per_sample() && rows->table && rows->sample_stride >= 0 &&
+                   rows->label_stride >= 0,
                "data set ", data.name(), " describes its byte rows as ", rows->rows, " rows of ", rows->sample_bytes,
                " bytes and ", rows->label_bytes, " labels, not ", data.size(), " of ",
                shape_numel(data.sample_shape()), " and ", data.targets_per_sample(), " (a bug in the data set)");
-  const size_t bytes = static_cast<size_t>(rows->sample_span() + rows->label_span());
+  const size_t bytes = held_bytes(*rows);
   const size_t capacity = dev.memory_capacity(), free = dev.memory_free();
   // An eighth leaves the model, its batches and the other ranks on a shared GPU
   // their room, and half of what is free now leaves room for what else is running
@@ -68,21 +88,27 @@ void DeviceInput::make_resident(const Dataset::ByteRows& rows) {
                           s * rows.label_bytes + k, " of ", data_.name(), " is outside [0, ", data_.classes(), ")");
       }
   resident_ = true;
-  const size_t sample_span = static_cast<size_t>(rows.sample_span()), label_span = static_cast<size_t>(rows.label_span());
-  resident_bytes_ = sample_span + label_span;
+  resident_bytes_ = held_bytes(rows);
   table_rows_ = rows;
   if (dev_.kind() == DeviceKind::cpu) return;  // the data set's own memory is the device's
-  // A text's labels are its samples shifted by a byte: two copies of the text, which
-  // the size check above counted.
+  table_ = Tensor(dev_, {256});
+  dev_.copy_from_host(table_.data(), rows.table, 256);
+  table_rows_.table = table_.data();
+  if (labels_inside(rows)) {  // a text: one copy, the labels a byte on
+    const size_t span = shared_span(rows);
+    rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(span))});
+    dev_.copy_bytes_from_host(rows_.data(), rows.samples, span);
+    table_rows_.samples = reinterpret_cast<const uint8_t*>(rows_.data());
+    table_rows_.labels = table_rows_.samples + (rows.labels - rows.samples);
+    return;
+  }
+  const size_t sample_span = static_cast<size_t>(rows.sample_span()), label_span = static_cast<size_t>(rows.label_span());
   rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(sample_span))});
   label_rows_ = Tensor(dev_, {static_cast<int64_t>(floats_for(label_span))});
-  table_ = Tensor(dev_, {256});
   dev_.copy_bytes_from_host(rows_.data(), rows.samples, sample_span);
   dev_.copy_bytes_from_host(label_rows_.data(), rows.labels, label_span);
-  dev_.copy_from_host(table_.data(), rows.table, 256);
   table_rows_.samples = reinterpret_cast<const uint8_t*>(rows_.data());
   table_rows_.labels = reinterpret_cast<const uint8_t*>(label_rows_.data());
-  table_rows_.table = table_.data();
 }
 
 DeviceInput::~DeviceInput() {

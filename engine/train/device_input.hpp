@@ -47,6 +47,9 @@ public:
 
   const Dataset& data() const { return data_; }
   bool resident() const { return resident_; }
+  // The bytes a resident data set holds (one copy of a text: its labels are its
+  // samples a byte on); 0 when not resident.
+  size_t resident_bytes() const { return resident_bytes_; }
   // How batches reach the device, for the run's log: "held on the device (47.0 MB,
   // gathered there by index)".
   std::string describe() const;

@@ -19,9 +19,12 @@ __global__ void __launch_bounds__(kBlock)
   __shared__ float lookup[256];
   lookup[threadIdx.x] = t.table[threadIdx.x];  // kBlock == 256: a thread per entry
   __syncthreads();
+  // The table's rows are read-only here: say so, for the read-only data path.
+  const uint8_t* __restrict__ samples = t.samples;
+  const uint8_t* __restrict__ label_rows = t.labels;
   for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
     const int64_t s = indices[i];
-    const uint8_t* src = t.samples + s * t.sample_stride;
+    const uint8_t* src = samples + s * t.sample_stride;
     float* dst = x + i * t.sample_bytes;
     int64_t done = 0;
     if (vector) {
@@ -35,7 +38,7 @@ __global__ void __launch_bounds__(kBlock)
       done = n4 * 4;
     }
     for (int64_t j = done + threadIdx.x; j < t.sample_bytes; j += kBlock) dst[j] = lookup[src[j]];
-    const uint8_t* l = t.labels + s * t.label_stride;
+    const uint8_t* l = label_rows + s * t.label_stride;
     for (int64_t k = threadIdx.x; k < t.label_bytes; k += kBlock) labels[i * t.label_bytes + k] = l[k];
   }
 }

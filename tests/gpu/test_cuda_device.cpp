@@ -256,15 +256,21 @@ void check_device_input(Device& gpu) {
   }
   // A text's windows: strided rows, overlapping (the training set's start every
   // byte), their labels the next bytes.
-  const std::filesystem::path corpus =
-      std::filesystem::temp_directory_path() / ("tandem-gpu-text-" + std::to_string(::getpid()) + ".txt");
+  struct TempFile {  // removed however the checks end
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("tandem-gpu-text-" + std::to_string(::getpid()) + ".txt");
+    ~TempFile() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  } corpus;
   {
-    std::ofstream out(corpus, std::ios::binary);
+    std::ofstream out(corpus.path, std::ios::binary);
     for (int i = 0; i < 5000; ++i) out.put(static_cast<char>((i * 131 + (i >> 8) * 7) & 0xff));
   }
   DataConfig text;
   text.name = "text";
-  text.files = {corpus.string()};
+  text.files = {corpus.path.string()};
   text.seq_len = 64;
   for (const bool train : {true, false}) {
     const auto windows = make_dataset(text, train);
@@ -278,7 +284,6 @@ void check_device_input(Device& gpu) {
     GPU_CHECK("device_input", shape, "tokens bit for bit", bits(xg) == bits(xc));
     GPU_CHECK("device_input", shape, "next tokens", bits(lg) == bits(lc));
   }
-  std::filesystem::remove(corpus);
   // Staged floats (synthetic data has no rows): uploaded exactly.
   const auto synthetic = make_synthetic({3, 5, 5}, 4, 100, 2);
   DeviceInput staged(gpu, *synthetic, "auto"), reference(cpu, *synthetic, "never");

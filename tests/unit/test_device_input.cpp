@@ -120,6 +120,11 @@ BOOST_AUTO_TEST_CASE(text_windows_are_rows_too) {
     BOOST_TEST(same_bits(xa, xn));
     BOOST_TEST(same_bits(la, ln));
     BOOST_TEST(la.numel() == 50 * 12);
+    // One copy holds windows and next tokens: the text from the first window's start
+    // to the last one's next token.
+    const DeviceInput held(cpu_device(), *data, "auto");
+    const int64_t stride = train ? 1 : 12;
+    BOOST_TEST(held.resident_bytes() == static_cast<size_t>((data->size() - 1) * stride + 12 + 1));
   }
 }
 
@@ -163,6 +168,7 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_batches_and_evaluation_agree) {
   GlobalSampler sampler(train->size(), 64, 3);
   BatchLoader held(*train, sampler, cpu_device(), "auto"), staged(*train, sampler, cpu_device(), "never");
   BOOST_TEST(held.input().resident());
+  BOOST_TEST(held.input().resident_bytes() == 60000u * 785u);  // pixels and labels: two spans
   BOOST_TEST(!staged.input().resident());
   for (const int64_t t : {0, 1, 937, 938, 2000}) {  // across an epoch's end
     const Tensor& a = held.load(t, 5, 40);

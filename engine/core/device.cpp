@@ -28,20 +28,4 @@ void Device::upload_normalized(float* dst, const uint8_t* src, size_t count, flo
   copy_from_host(dst, host.data(), count);
 }
 
-double Device::softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
-                            int64_t* correct) {
-  float* totals = allocate(2 * sizeof(double) / sizeof(float));
-  double host[2] = {0.0, 0.0};
-  try {
-    softmax_xent_into(logits, labels, rows, classes, dlogits, reinterpret_cast<double*>(totals), false);
-    copy_to_host(reinterpret_cast<float*>(host), totals, 2 * sizeof(double) / sizeof(float));
-  } catch (...) {
-    deallocate(totals, 2 * sizeof(double) / sizeof(float));
-    throw;
-  }
-  deallocate(totals, 2 * sizeof(double) / sizeof(float));
-  if (correct) *correct = static_cast<int64_t>(host[1] + 0.5);
-  return host[0];
-}
-
 }  // namespace tandem

@@ -137,12 +137,9 @@ public:
   // whose arg-max equals the label: overwritten, or added to with `accumulate`.
   // Nothing comes back to the host: whoever needs the numbers reads the totals once,
   // after the rest of the step is queued (a read mid-step would stall the device).
+  // (engine/nn/loss.hpp: LossTotals holds the totals and reads them back.)
   virtual void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
                                  double* totals, bool accumulate) = 0;
-  // The same, read back at once (waits for the device): returns the loss sum and sets
-  // *correct (unless null). For tests and one-off uses.
-  double softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
-                      int64_t* correct);
 
   // ---- Sequence models (a GPT: models/gpt.lua). Shapes are row-major; a sequence
   // batch is [batch, seq, dim]; token ids travel as floats holding integers (the input

@@ -4,8 +4,12 @@
 
 namespace tandem {
 
+namespace {
+constexpr size_t kFloats = 2 * sizeof(double) / sizeof(float);  // the 2 doubles' storage
+}  // namespace
+
 double* LossTotals::on(Device& dev) {
-  if (!buffer_.defined() || &buffer_.device() != &dev) buffer_ = Tensor(dev, {2 * sizeof(double) / sizeof(float)});
+  if (!buffer_.defined() || &buffer_.device() != &dev) buffer_ = Tensor(dev, {kFloats});
   return reinterpret_cast<double*>(buffer_.data());
 }
 
@@ -13,7 +17,7 @@ LossResult LossTotals::read() const {
   LossResult r;
   if (!buffer_.defined()) return r;
   double host[2] = {0.0, 0.0};
-  buffer_.device().copy_to_host(reinterpret_cast<float*>(host), buffer_.data(), 2 * sizeof(double) / sizeof(float));
+  buffer_.device().copy_to_host(reinterpret_cast<float*>(host), buffer_.data(), kFloats);
   r.loss_sum = host[0];
   r.correct = static_cast<int64_t>(host[1] + 0.5);
   return r;

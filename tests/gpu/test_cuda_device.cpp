@@ -24,6 +24,7 @@
 #include "engine/data/datasets.hpp"
 #include "engine/data/sampler.hpp"
 #include "engine/data/synthetic.hpp"
+#include "engine/nn/loss.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/script/experiment_loader.hpp"
@@ -198,13 +199,14 @@ void check_host_crossings(Device& gpu) {
     gpu.copy_bytes_from_host(labels_g.data(), labels.data(), labels.size() * sizeof(int32_t));
     Tensor lc = on(cpu, logits, {rows * 10 + 1}), lg = on(gpu, logits, {rows * 10 + 1});
     Tensor dc(cpu, {rows * 10 + 1}), dg(gpu, {rows * 10 + 1});
-    int64_t correct_c = -1, correct_g = -2;
-    const double loss_c = cpu.softmax_xent(lc.data(), labels.data(), rows, 10, dc.data(), &correct_c);
-    const double loss_g =
-        gpu.softmax_xent(lg.data(), DeviceInput::labels_of(labels_g), rows, 10, dg.data(), &correct_g);
+    LossTotals totals_c, totals_g;
+    cpu.softmax_xent_into(lc.data(), labels.data(), rows, 10, dc.data(), totals_c.on(cpu), false);
+    gpu.softmax_xent_into(lg.data(), DeviceInput::labels_of(labels_g), rows, 10, dg.data(), totals_g.on(gpu), false);
+    const LossResult rc = totals_c.read(), rg = totals_g.read();
     const std::string shape = std::to_string(rows) + "x10";
-    GPU_CHECK_CLOSE("softmax_xent", shape, "loss", std::vector<double>{loss_g}, std::vector<double>{loss_c}, 1e-6);
-    GPU_CHECK("softmax_xent", shape, "correct", correct_g == correct_c);
+    GPU_CHECK_CLOSE("softmax_xent", shape, "loss", std::vector<double>{rg.loss_sum},
+                    std::vector<double>{rc.loss_sum}, 1e-6);
+    GPU_CHECK("softmax_xent", shape, "correct", rg.correct == rc.correct);
     GPU_CHECK_CLOSE("softmax_xent", shape, "dlogits", dg.to_host(), dc.to_host(), 1e-6);
   }
   // Batch-norm sums come back as host doubles.

@@ -47,10 +47,12 @@ public:
       TANDEM_FAIL_HINT("reduce the batch size or the model, or free memory on this machine",
                        "out of host memory allocating ", bytes, " bytes");
     in_use_ += bytes;
+    ++epoch_;
     return static_cast<float*>(p);
   }
   void deallocate(float* p, size_t count) override {
     in_use_ -= ((count * sizeof(float) + 63) / 64) * 64;
+    ++epoch_;
     std::free(p);
   }
   size_t bytes_in_use() const override { return in_use_.load(); }
@@ -233,21 +235,37 @@ public:
   void add_inplace(float* y, const float* x, size_t count) override {
     for (size_t i = 0; i < count; ++i) y[i] += x[i];
   }
-  void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1,
-                  float bias_correction2) override {
-    cpu::adamw_step(param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1,
-                    bias_correction2);
-  }
   double sum_squares(const float* x, size_t count) override {
     double s = 0.0;
     for (size_t i = 0; i < count; ++i) s += static_cast<double>(x[i]) * x[i];
     return s;
   }
-  void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
-                float weight_decay, float grad_scale, bool nesterov) override {
-    cpu::sgd_step(param, grad, velocity, count, lr, momentum, weight_decay, grad_scale, nesterov);
+  void sum_squares_into(const float* x, size_t count, double* out) override { *out = sum_squares(x, count); }
+  void decide_step(double* step, const double* totals, const StepRule& rule) override {
+    tandem::decide_step(step, totals, rule);
   }
+  void write_doubles(double* dst, const double* src, int count) override {
+    TANDEM_CHECK(count >= 0 && count <= kMaxWrite, "write_doubles of ", count, " values (at most ", kMaxWrite, ")");
+    if (count) std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(double));
+  }
+  void read_doubles(double* dst, const double* src, int count) override {
+    if (count > 0) std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(double));
+  }
+  // The same float casts as the CUDA kernels make of the same doubles.
+  void sgd_step(float* param, const float* grad, float* velocity, size_t count, const double* step, float momentum,
+                float weight_decay, bool nesterov) override {
+    if (step[kStepFinite] == 0.0) return;
+    cpu::sgd_step(param, grad, velocity, count, static_cast<float>(step[kStepLr]), momentum, weight_decay,
+                  static_cast<float>(step[kStepScale]), nesterov);
+  }
+  void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, const double* step, float beta1,
+                  float beta2, float eps, float weight_decay) override {
+    if (step[kStepFinite] == 0.0) return;
+    cpu::adamw_step(param, grad, m, v, count, static_cast<float>(step[kStepLr]), beta1, beta2, eps, weight_decay,
+                    static_cast<float>(step[kStepScale]), static_cast<float>(step[kStepBias1]),
+                    static_cast<float>(step[kStepBias2]));
+  }
+  uint64_t memory_epoch() const override { return epoch_.load(); }
 
 private:
   // A GEMM operand as stored (row-major): rows x cols, op(X) being rows x cols or
@@ -295,6 +313,7 @@ private:
 
   const Precision precision_;
   std::atomic<size_t> in_use_{0};
+  std::atomic<uint64_t> epoch_{0};
 };
 
 }  // namespace

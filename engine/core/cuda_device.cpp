@@ -4,6 +4,7 @@
 
 #if TANDEM_HAVE_CUDA
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "engine/core/cuda_check.hpp"
@@ -25,6 +26,7 @@
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/normalize.cuh"
 #include "kernels/cuda/sgd_step.cuh"
+#include "kernels/cuda/step_rule.cuh"
 #include "kernels/cuda/softmax_xent.cuh"
 #include "kernels/cpu/gemm.hpp"
 
@@ -83,6 +85,15 @@ public:
     TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
     TANDEM_CUBLAS_CHECK(cublasCreate(&blas_));
     TANDEM_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    // A workspace of cuBLAS's own size for Hopper, given once: a captured step's
+    // GEMMs then use memory that outlives every graph, and cuBLAS allocates nothing
+    // during a capture.
+    blas_workspace_ = pool_.allocate(kBlasWorkspace);
+    if (!blas_workspace_)
+      TANDEM_FAIL_HINT("free memory on the GPU", "out of GPU memory for cuBLAS's ", kBlasWorkspace, " byte workspace");
+    TANDEM_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspace));
+    norm_ = static_cast<float*>(pool_.allocate(sizeof(float)));
+    if (!norm_) TANDEM_FAIL_HINT("free memory on the GPU", "out of GPU memory for 4 bytes");
     // Pedantic float32 unless the experiment allows tensor cores (precision.hpp). In
     // bf16 the handle's default math lets the GEMMs' explicit compute type
     // (CUBLAS_COMPUTE_32F_FAST_16BF) take effect; pedantic math would override it.
@@ -100,9 +111,13 @@ public:
     // Nothing may throw here: report what fails and go on releasing.
     cudaStreamSynchronize(stream_);
     cudaStreamSynchronize(copy_stream_);
+    abort_capture();
+    for (auto& [id, exec] : graphs_) cudaGraphExecDestroy(exec);
     cudnn_.reset();
     cudnnDestroy(dnn_);
     cublasDestroy(blas_);
+    pool_.deallocate(blas_workspace_);
+    pool_.deallocate(norm_);
     cudaEventDestroy(uploaded_);
     cudaStreamDestroy(copy_stream_);
     cudaStreamDestroy(stream_);
@@ -298,7 +313,7 @@ public:
   void batchnorm_sums(const float* x, int batch, int channels, int spatial, double* sums) override {
     auto* d = static_cast<double*>(sums_.get(2 * sizeof(double) * static_cast<size_t>(channels), stream_));
     cuda::batchnorm_sums(x, batch, channels, spatial, d, stream_);
-    read_doubles(sums, d, 2 * static_cast<size_t>(channels));
+    read_doubles(sums, d, 2 * channels);
   }
   void batchnorm_forward(const float* x, const float* mean, const float* invstd, const float* gamma,
                          const float* beta, int batch, int channels, int spatial, float* xhat, float* y) override {
@@ -308,7 +323,7 @@ public:
                                double* sums) override {
     auto* d = static_cast<double*>(sums_.get(2 * sizeof(double) * static_cast<size_t>(channels), stream_));
     cuda::batchnorm_backward_sums(dy, xhat, batch, channels, spatial, d, stream_);
-    read_doubles(sums, d, 2 * static_cast<size_t>(channels));
+    read_doubles(sums, d, 2 * channels);
   }
   void batchnorm_backward(const float* dy, const float* xhat, const float* gamma, const float* invstd,
                           const double* sums, double count, int batch, int channels, int spatial,
@@ -334,9 +349,34 @@ public:
     TANDEM_CUBLAS_CHECK(cublasSnrm2(blas_, static_cast<int>(count), x, 1, &norm));
     return static_cast<double>(norm) * norm;
   }
-  void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
-                float weight_decay, float grad_scale, bool nesterov) override {
-    cuda::sgd_step(param, grad, velocity, count, lr, momentum, weight_decay, grad_scale, nesterov, stream_);
+  void sum_squares_into(const float* x, size_t count, double* out) override {
+    if (count == 0) {
+      const double zero = 0.0;
+      cuda::write_doubles(out, &zero, 1, stream_);
+      return;
+    }
+    // The same norm as sum_squares, left in device memory and squared there.
+    TANDEM_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_DEVICE));
+    const cublasStatus_t st = cublasSnrm2(blas_, static_cast<int>(count), x, 1, norm_);
+    TANDEM_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
+    TANDEM_CUBLAS_CHECK(st);
+    cuda::square_norm(norm_, out, stream_);
+  }
+  void decide_step(double* step, const double* totals, const StepRule& rule) override {
+    cuda::decide_step(step, totals, rule, stream_);
+  }
+  void write_doubles(double* dst, const double* src, int count) override {
+    cuda::write_doubles(dst, src, count, stream_);
+  }
+  void read_doubles(double* dst, const double* src, int count) override {
+    if (count <= 0) return;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(double), cudaMemcpyDeviceToHost,
+                                      stream_));
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void sgd_step(float* param, const float* grad, float* velocity, size_t count, const double* step, float momentum,
+                float weight_decay, bool nesterov) override {
+    cuda::sgd_step(param, grad, velocity, count, step, momentum, weight_decay, nesterov, stream_);
   }
 
   void embedding_forward(const float* tokens, const float* wte, const float* wpe, int batch, int seq, int dim,
@@ -372,12 +412,53 @@ public:
   }
   // y = y + x: the add kernel allows its output to be an input.
   void add_inplace(float* y, const float* x, size_t count) override { cuda::add(y, x, y, count, stream_); }
-  void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, float bias_correction1,
-                  float bias_correction2) override {
-    cuda::adamw_step(param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1,
-                     bias_correction2, stream_);
+  void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, const double* step, float beta1,
+                  float beta2, float eps, float weight_decay) override {
+    cuda::adamw_step(param, grad, m, v, count, step, beta1, beta2, eps, weight_decay, stream_);
   }
+
+  // Graph capture on the compute stream. Thread-local mode: an op of this thread
+  // that cannot be captured (a synchronize, a cudaMalloc) fails the capture, which
+  // the caller then aborts; other threads (policies, the console) are not concerned.
+  bool can_capture() const override { return true; }
+  void begin_capture() override {
+    TANDEM_CHECK(!capturing_, "begin_capture on ", name_, " while a capture is under way (a bug in tandem)");
+    TANDEM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+  }
+  int end_capture() override {
+    TANDEM_CHECK(capturing_, "end_capture on ", name_, " with no capture under way (a bug in tandem)");
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    TANDEM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    TANDEM_CUDA_CHECK(err);
+    graphs_[next_graph_] = exec;
+    return next_graph_++;
+  }
+  void abort_capture() override {
+    if (!capturing_) return;
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    (void)cudaStreamEndCapture(stream_, &graph);  // reports the capture's failure: the caller has it
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+  }
+  void replay(int graph) override {
+    const auto it = graphs_.find(graph);
+    TANDEM_CHECK(it != graphs_.end(), "replay of graph ", graph, ", which ", name_, " does not hold (a bug in tandem)");
+    TANDEM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+  }
+  void drop_graph(int graph) override {
+    const auto it = graphs_.find(graph);
+    if (it == graphs_.end()) return;
+    // A launch still running keeps its graph alive: destroying the executable is safe.
+    TANDEM_CUDA_CHECK(cudaGraphExecDestroy(it->second));
+    graphs_.erase(it);
+  }
+  uint64_t memory_epoch() const override { return pool_.events(); }
 
 private:
   // cuBLAS refuses a leading dimension below 1 even where the operand is empty (k = 0:
@@ -385,11 +466,6 @@ private:
   // is then valid, as nothing is read (torch clamps the same way).
   static int blas_ld(int ld) { return std::max(ld, 1); }
   static cublasOperation_t blas_op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
-
-  void read_doubles(double* host, const double* device, size_t count) {
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(host, device, count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
-    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
 
   int ordinal_;
   bool bf16_gemms_;  // GEMMs on bfloat16 tensor cores (precision bf16)
@@ -402,6 +478,12 @@ private:
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
   std::unique_ptr<CudnnOps> cudnn_;
+  static constexpr size_t kBlasWorkspace = 32u << 20;
+  void* blas_workspace_ = nullptr;  // held for the device's life (graphs point into it)
+  float* norm_ = nullptr;           // sum_squares_into's norm, before it is squared
+  bool capturing_ = false;
+  std::map<int, cudaGraphExec_t> graphs_;
+  int next_graph_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 // What every device shares unless it knows better: host staging is plain host
-// memory, and an upload is a copy (the CUDA device overrides these with pinned
-// memory and a copy engine).
+// memory, an upload is a copy (the CUDA device overrides these with pinned memory
+// and a copy engine), and there is no graph capture.
 #include <cstdlib>
 #include <vector>
 
@@ -27,5 +27,17 @@ void Device::upload_normalized(float* dst, const uint8_t* src, size_t count, flo
   for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>(src[i]) * scale + shift;
   copy_from_host(dst, host.data(), count);
 }
+
+namespace {
+[[noreturn]] void no_capture(const Device& dev, const char* what) {
+  TANDEM_FAIL("the ", dev.name(), " device cannot capture graphs, and was asked to ", what,
+              " (a bug in tandem: callers ask can_capture() first)");
+}
+}  // namespace
+
+void Device::begin_capture() { no_capture(*this, "begin a capture"); }
+int Device::end_capture() { no_capture(*this, "end a capture"); }
+void Device::replay(int) { no_capture(*this, "replay a graph"); }
+void Device::drop_graph(int) { no_capture(*this, "drop a graph"); }
 
 }  // namespace tandem

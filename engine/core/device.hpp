@@ -11,6 +11,7 @@
 #include "engine/core/precision.hpp"
 #include "kernels/activation.hpp"  // which activation a fused bias+activation op applies
 #include "kernels/byte_rows.hpp"   // the rows a batch is gathered from on the device
+#include "kernels/step_rule.hpp"   // the scalars of an update, in device memory
 
 namespace tandem {
 
@@ -195,12 +196,32 @@ public:
   // sum of x[i]^2 (a gradient's squared norm, for the gradient noise scale).
   virtual double sum_squares(const float* x, size_t count) = 0;
 
+  // The summed gradient's squared norm, as sum_squares, written to `out` (device
+  // memory, one double) instead of coming back: the fused step decides with it on
+  // the device (kernels/step_rule.hpp).
+  virtual void sum_squares_into(const float* x, size_t count, double* out) = 0;
+  // decide_step(step, totals, rule) of kernels/step_rule.hpp on the device: whether
+  // the step is finite, the gradient's scale, the bias corrections (step: StepSlot
+  // doubles; totals: the loss totals, 2 doubles; both device memory).
+  virtual void decide_step(double* step, const double* totals, const StepRule& rule) = 0;
+  // A few doubles (at most kMaxWrite) from the host into device memory, queued in
+  // order with the ops around it: the host does not wait, and may reuse src at once.
+  static constexpr int kMaxWrite = 16;
+  virtual void write_doubles(double* dst, const double* src, int count) = 0;
+  // Device doubles to the host, waiting for everything queued before.
+  virtual void read_doubles(double* dst, const double* src, int count) = 0;
+
+  // The optimizer updates read their step's scalars from `step` (device memory,
+  // StepSlot doubles: the learning rate, the gradient's scale, the bias corrections)
+  // and do nothing when step[kStepFinite] is 0: so the host may queue an update whose
+  // skip the device decides, and a captured update replays with new scalars.
+  //
   // The SGD update fused over the whole flat parameter buffer:
   //   g = grad * grad_scale + weight_decay * param;  v = momentum * v + g;
   //   param -= lr * (nesterov ? g + momentum * v : v)
   // grad_scale folds in the 1/B of the SUM-reduced loss.
-  virtual void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
-                        float weight_decay, float grad_scale, bool nesterov) = 0;
+  virtual void sgd_step(float* param, const float* grad, float* velocity, size_t count, const double* step,
+                        float momentum, float weight_decay, bool nesterov) = 0;
 
   // The AdamW update (torch.optim.AdamW semantics) over count floats, 1/B and the
   // clipping factor folded into grad_scale:
@@ -209,9 +230,26 @@ public:
   //   param -= (lr / bias_correction1) * m / (sqrt(v) / sqrt(bias_correction2) + eps)
   // with bias_correction_k = 1 - beta_k^step. Called once per parameter group (the
   // groups without weight decay pass weight_decay = 0).
-  virtual void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, float lr,
-                          float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                          float bias_correction1, float bias_correction2) = 0;
+  virtual void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, const double* step,
+                          float beta1, float beta2, float eps, float weight_decay) = 0;
+
+  // ---- Graph capture: a step queued once and replayed (a CUDA graph). Between
+  // begin_capture() and end_capture() ops are recorded, not run; replay() runs them
+  // again with the same arguments and pointers. Host-returning ops (reads, sums that
+  // come back) cannot be captured and fail. A device that cannot capture says so and
+  // its callers queue every op as they go.
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture();
+  // The captured graph's handle.
+  virtual int end_capture();
+  // Ends a capture that failed part-way, dropping what it recorded (no-op when none
+  // is under way).
+  virtual void abort_capture() {}
+  virtual void replay(int graph);
+  virtual void drop_graph(int graph);
+  // Changes whenever device memory is allocated or freed: a captured graph holds raw
+  // pointers, so it stays valid only while this has not moved since its capture.
+  virtual uint64_t memory_epoch() const = 0;
 };
 
 // The process-wide CPU device; with a precision other than fp32, one whose GEMMs and

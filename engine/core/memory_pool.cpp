@@ -30,6 +30,7 @@ void* MemoryPool::allocate(size_t bytes) {
   }
   live_.emplace(p, cls);
   in_use_ += cls;
+  ++events_;
   return p;
 }
 
@@ -41,6 +42,7 @@ void MemoryPool::deallocate(void* p) {
   const size_t cls = it->second;
   live_.erase(it);
   in_use_ -= cls;
+  ++events_;
   free_[cls].push_back(p);
   cached_ += cls;
 }

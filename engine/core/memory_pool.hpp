@@ -8,6 +8,7 @@
 // once more before failing. The raw allocator is a pair of functions, so the pool's
 // bookkeeping is tested on the host.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <unordered_map>
@@ -34,6 +35,9 @@ public:
   size_t bytes_in_use() const { return in_use_; }     // held by live allocations (their classes)
   size_t bytes_cached() const { return cached_; }     // free blocks kept for reuse
   size_t raw_allocations() const { return raw_count_; }  // calls that reached the driver
+  // Allocations and frees so far: a pointer captured in a graph is still the same
+  // block's while this has not moved (Device::memory_epoch).
+  uint64_t events() const { return events_; }
 
 private:
   RawAllocate raw_allocate_;
@@ -41,6 +45,7 @@ private:
   std::map<size_t, std::vector<void*>> free_;     // size class -> free blocks
   std::unordered_map<void*, size_t> live_;        // block -> its size class
   size_t in_use_ = 0, cached_ = 0, raw_count_ = 0;
+  uint64_t events_ = 0;
 };
 
 }  // namespace tandem

@@ -13,11 +13,10 @@ namespace tandem {
 class AdamW final : public Optimizer {
 public:
   AdamW(Device& dev, const Model& model, const OptimizerConfig& cfg);
-  void step(Tensor& params, const Tensor& grads, double lr, double grad_scale) override;
+  void apply(Tensor& params, const Tensor& grads, const double* step) override;
   std::vector<Tensor*> state() override { return {&m_, &v_}; }
 
 private:
-  Device& dev_;
   std::vector<ParamRange> groups_;
   Tensor m_, v_;
 };

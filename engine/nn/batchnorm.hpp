@@ -37,6 +37,7 @@ public:
 
   void save_state(std::vector<double>& out) const override;
   void load_state(const std::vector<double>& in, size_t* at) override;
+  bool capturable() const override { return false; }  // its sums come to the host in every pass
   const std::vector<double>& running_mean() const { return running_mean_; }
   const std::vector<double>& running_var() const { return running_var_; }
 

@@ -65,6 +65,10 @@ public:
   // statistics): appended to `out`; restored from `in` at `*at`, which advances.
   virtual void save_state(std::vector<double>& out) const {}
   virtual void load_state(const std::vector<double>& in, size_t* at) {}
+  // Whether a training step through this layer can be captured once and replayed
+  // (Device::begin_capture): not when it reads numbers back mid-step (batch norm's
+  // sums) or hands a kernel a value that changes every step (dropout's seed).
+  virtual bool capturable() const { return true; }
 
 protected:
   Device& dev_;

@@ -293,6 +293,12 @@ std::string Model::summary() const {
   return os.str();
 }
 
+bool Model::capturable() const {
+  for (const auto& l : layers_)
+    if (!l->capturable()) return false;
+  return true;
+}
+
 std::vector<double> Model::layer_state() const {
   std::vector<double> out;
   for (const auto& l : layers_) l->save_state(out);

@@ -62,6 +62,8 @@ public:
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   // The layers' non-parameter state (batch norm's running statistics), in order.
   std::vector<double> layer_state() const;
+  // Whether a training step can be captured and replayed (Layer::capturable).
+  bool capturable() const;
   void load_layer_state(const std::vector<double>& state);
   // One line per layer with output shape and parameter count.
   std::string summary() const;

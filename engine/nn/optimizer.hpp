@@ -13,6 +13,7 @@
 
 #include "engine/core/tensor.hpp"
 #include "engine/nn/optimizer_config.hpp"
+#include "engine/nn/step_scalars.hpp"
 
 namespace tandem {
 
@@ -21,7 +22,15 @@ class Model;
 class Optimizer {
 public:
   virtual ~Optimizer() = default;
-  virtual void step(Tensor& params, const Tensor& grads, double lr, double grad_scale) = 0;
+  // One update the caller decided to take, with this learning rate and gradient scale.
+  void step(Tensor& params, const Tensor& grads, double lr, double grad_scale);
+  // One update whose scalars are in device memory (kernels/step_rule.hpp: the
+  // learning rate, the gradient's scale, the bias corrections), maybe decided there:
+  // the device skips it when step[kStepFinite] is 0. The update count is then the
+  // caller's to keep (set_steps), once it has read whether the update was taken.
+  virtual void apply(Tensor& params, const Tensor& grads, const double* step) = 0;
+  // The constants decide_step needs: the clipping norm, and AdamW's betas (0 for SGD).
+  StepRule rule() const;
   // The buffers an update reads and writes besides the parameters, each one float per
   // parameter, in a fixed order (SGD: its momentum, when it has one; AdamW: m then v).
   virtual std::vector<Tensor*> state() = 0;
@@ -31,9 +40,13 @@ public:
   const OptimizerConfig& config() const { return cfg_; }
 
 protected:
-  explicit Optimizer(const OptimizerConfig& cfg) : cfg_(cfg) {}
+  Optimizer(Device& dev, const OptimizerConfig& cfg) : dev_(dev), cfg_(cfg) {}
+  Device& dev_;
   OptimizerConfig cfg_;
   int64_t steps_ = 0;
+
+private:
+  StepScalars scalars_;  // step()'s, written by the host for each update
 };
 
 // The optimizer cfg.name says, for this model's parameters (AdamW takes the model's

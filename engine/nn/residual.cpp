@@ -106,4 +106,12 @@ void Residual::load_state(const std::vector<double>& in, size_t* at) {
   for (auto& l : shortcut_) l->load_state(in, at);
 }
 
+bool Residual::capturable() const {
+  for (const auto& l : body_)
+    if (!l->capturable()) return false;
+  for (const auto& l : shortcut_)
+    if (!l->capturable()) return false;
+  return true;
+}
+
 }  // namespace tandem

@@ -11,12 +11,11 @@ namespace tandem {
 class Sgd final : public Optimizer {
 public:
   Sgd(Device& dev, size_t count, const OptimizerConfig& cfg);
-  void step(Tensor& params, const Tensor& grads, double lr, double grad_scale) override;
+  void apply(Tensor& params, const Tensor& grads, const double* step) override;
   std::vector<Tensor*> state() override;
   Tensor& velocity() { return velocity_; }
 
 private:
-  Device& dev_;
   Tensor velocity_;
 };
 

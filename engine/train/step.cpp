@@ -1,6 +1,10 @@
 #include "engine/train/step.hpp"
 
 #include <algorithm>
+#include <exception>
+#include <limits>
+
+#include <spdlog/spdlog.h>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -12,37 +16,43 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate)
   TANDEM_CHECK_HINT(accumulate >= 1, "set accumulate to 1 or more", "accumulate = ", accumulate);
 }
 
+TrainStep::~TrainStep() { drop_graphs(); }
+
 void TrainStep::pass(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool accumulate) {
   loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true, totals_, accumulate);
   model_.backward(loss_.grad(), ctx);
 }
 
-LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
+void TrainStep::queue_compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   const int64_t parts = std::min<int64_t>(accumulate_, n);
   if (parts <= 1) {
     pass(x, labels, ctx, false);
-  } else {
-    Device& dev = model_.device();
-    const size_t count = model_.param_count();
-    if (!grad_sum_.defined()) grad_sum_ = Tensor(dev, {static_cast<int64_t>(count)});
-    const int64_t per_sample = x.numel() / n, targets = model_.targets_per_sample();
-    Shape shape = x.shape();
-    for (int64_t k = 0; k < parts; ++k) {
-      const int64_t begin = n * k / parts, end = n * (k + 1) / parts;
-      shape[0] = end - begin;
-      const Tensor micro = Tensor::view_of(dev, x.data() + begin * per_sample, shape);
-      StepContext c = ctx;
-      c.first_sample = ctx.first_sample + begin;
-      pass(micro, labels + begin * targets, c, /*accumulate=*/k > 0);  // the loss sums on the device
-      // backward() overwrites the model's gradients: the first part's become the sum.
-      if (k == 0)
-        dev.copy(grad_sum_.data(), model_.grads().data(), count);
-      else
-        dev.add_inplace(grad_sum_.data(), model_.grads().data(), count);
-    }
-    dev.copy(model_.grads().data(), grad_sum_.data(), count);
+    return;
   }
+  Device& dev = model_.device();
+  const size_t count = model_.param_count();
+  if (!grad_sum_.defined()) grad_sum_ = Tensor(dev, {static_cast<int64_t>(count)});
+  const int64_t per_sample = x.numel() / n, targets = model_.targets_per_sample();
+  Shape shape = x.shape();
+  for (int64_t k = 0; k < parts; ++k) {
+    const int64_t begin = n * k / parts, end = n * (k + 1) / parts;
+    shape[0] = end - begin;
+    const Tensor micro = Tensor::view_of(dev, x.data() + begin * per_sample, shape);
+    StepContext c = ctx;
+    c.first_sample = ctx.first_sample + begin;
+    pass(micro, labels + begin * targets, c, /*accumulate=*/k > 0);  // the loss sums on the device
+    // backward() overwrites the model's gradients: the first part's become the sum.
+    if (k == 0)
+      dev.copy(grad_sum_.data(), model_.grads().data(), count);
+    else
+      dev.add_inplace(grad_sum_.data(), model_.grads().data(), count);
+  }
+  dev.copy(model_.grads().data(), grad_sum_.data(), count);
+}
+
+LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
+  queue_compute(x, labels, ctx);
   // Reading the totals waits for everything queued: the gradients are complete when
   // this returns, the caller times the compute and hands the buffer to the
   // all-reduce. It is the step's one wait, after the whole backward pass is queued
@@ -73,6 +83,116 @@ LossResult TrainStep::run(const Tensor& x, const int32_t* labels, int64_t global
     times->optimizer_ms = now_ms() - t1;
   }
   return r;
+}
+
+// ---- The fused step.
+
+void TrainStep::set_graphs(bool on) {
+  graphs_on_ = on;
+  if (!on) drop_graphs();
+}
+
+bool TrainStep::graphs() const { return graphs_on_ && model_.device().can_capture() && model_.capturable(); }
+
+void TrainStep::queue_fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool poison) {
+  Device& dev = model_.device();
+  double* s = scalars_.on(dev);
+  queue_compute(x, labels, ctx);
+  if (poison) dev.fill(model_.grads().data(), 1, std::numeric_limits<float>::quiet_NaN());
+  dev.sum_squares_into(model_.grads().data(), model_.param_count(), s + kStepGradSq);
+  dev.decide_step(s, totals_.on(dev), optimizer_.rule());
+  optimizer_.apply(model_.params(), model_.grads(), s);
+}
+
+FusedResult TrainStep::fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison) {
+  Device& dev = model_.device();
+  const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
+  TANDEM_CHECK_HINT(n > 0, "run the step with at least one sample", "a fused step over an empty batch");
+  // What the host knows before the step, written ahead of it in the device's order.
+  const double known[] = {lr, static_cast<double>(n) * static_cast<double>(model_.targets_per_sample()),
+                          static_cast<double>(optimizer_.steps())};
+  scalars_.write(dev, kStepLr, known, 3);
+  FusedResult r;
+  if (poison || !graphs()) {
+    queue_fused(x, labels, ctx, poison);
+    ++graph_counts_.eager;
+  } else {
+    r.replayed = run_graphed(x, labels, ctx);
+  }
+  // The step's one wait: everything it computed, in one read.
+  const StepScalars::Values v = scalars_.read();
+  r.finite = v[kStepFinite] != 0.0;
+  r.loss.loss_sum = v[kStepLoss];
+  r.loss.correct = static_cast<int64_t>(v[kStepCorrect] + 0.5);
+  r.grad_norm = v[kStepNorm];
+  if (r.finite) optimizer_.set_steps(optimizer_.steps() + 1);
+  if (r.finite && optimizer_.config().clip_grad_norm > 0.0) grad_norm_ = r.grad_norm;  // as update() keeps it
+  return r;
+}
+
+bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
+  Device& dev = model_.device();
+  // A graph holds raw pointers: once any device memory was allocated or freed (an
+  // evaluation grew a buffer, a new batch size did), none of them can be trusted.
+  if (live_graphs_ > 0 && dev.memory_epoch() != graph_epoch_) {
+    drop_graphs();
+    ++graph_counts_.invalidated;
+  }
+  const int64_t n = x.dim(0);
+  Graph& g = graphs_[GraphKey{x.data(), labels, n, x.numel() / n, ctx.first_sample}];
+  if (g.id >= 0) {
+    dev.replay(g.id);
+    ++graph_counts_.replayed;
+    return true;
+  }
+  if (!g.warm || g.refused) {
+    // First sightings run op by op: they grow the buffers this input needs. One that
+    // allocates nothing says the next sighting can be captured.
+    const uint64_t before = dev.memory_epoch();
+    queue_fused(x, labels, ctx, false);
+    g.warm = dev.memory_epoch() == before;
+    ++graph_counts_.eager;
+    return false;
+  }
+  const uint64_t before = dev.memory_epoch();
+  int id = -1;
+  try {
+    dev.begin_capture();
+    queue_fused(x, labels, ctx, false);
+    id = dev.end_capture();
+  } catch (const std::exception& e) {
+    dev.abort_capture();
+    spdlog::warn("the training step could not be captured in a graph on {} ({}): it runs op by op from now on",
+                 dev.name(), e.what());
+    set_graphs(false);
+    queue_fused(x, labels, ctx, false);
+    ++graph_counts_.eager;
+    return false;
+  }
+  if (dev.memory_epoch() != before) {
+    // The capture took memory (a pool block its ops now point into) that the next
+    // free could hand to someone else: never replay it.
+    dev.drop_graph(id);
+    g.refused = true;
+    queue_fused(x, labels, ctx, false);
+    ++graph_counts_.eager;
+    return false;
+  }
+  // A capture runs nothing: the step runs as the graph's first replay.
+  g.id = id;
+  ++live_graphs_;
+  graph_epoch_ = dev.memory_epoch();
+  dev.replay(id);
+  ++graph_counts_.captured;
+  ++graph_counts_.replayed;
+  return true;
+}
+
+void TrainStep::drop_graphs() {
+  for (auto& [key, g] : graphs_)
+    if (g.id >= 0) model_.device().drop_graph(g.id);
+  graphs_.clear();
+  live_graphs_ = 0;
 }
 
 }  // namespace tandem

@@ -14,14 +14,38 @@
 // (global_batch * targets_per_sample: the mean per sample, or per token for a
 // language model) and clips the mean gradient's global norm (clip_grad_norm), folded
 // into one scale factor (engine/nn/optimizer.hpp).
+//
+// The fused step (fused()) is the same step for one worker, queued whole with no
+// wait of the host in it: forward, loss and backward, the gradient's squared norm,
+// the decision whether the step is finite and what its scale is (decided on the
+// device: kernels/step_rule.hpp), and the update, which the device skips for a
+// non-finite step. The host then reads the step's scalars once. On a device that
+// captures graphs (CUDA) the queued step is captured once per input (its pointers,
+// shape and position) and replayed from then on: one launch for the whole step.
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "engine/nn/loss.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/nn/optimizer.hpp"
 
 namespace tandem {
+
+// What a fused step did.
+struct FusedResult {
+  LossResult loss;
+  bool finite = true;      // false: a NaN or Inf in the loss or the gradient, and the update was skipped
+  double grad_norm = 0.0;  // the mean gradient's norm before clipping
+  bool replayed = false;   // it ran as a captured graph's replay
+};
+
+// How the fused steps ran: as captured graphs' replays, or op by op (the first
+// sightings of an input, and every step where graphs are off or impossible).
+struct GraphCounts {
+  int64_t captured = 0, replayed = 0, eager = 0, invalidated = 0;
+};
 
 struct StepTimes {
   double compute_ms = 0.0;    // forward + loss + backward
@@ -31,6 +55,9 @@ struct StepTimes {
 class TrainStep {
 public:
   TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate = 1);
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
   // x: [local_batch, ...input]; labels: local_batch * targets_per_sample ints.
   // `global_batch` is the number of samples the (summed) gradient stands for.
   LossResult run(const Tensor& x, const int32_t* labels, int64_t global_batch, double lr, const StepContext& ctx,
@@ -48,9 +75,37 @@ public:
   double last_grad_norm() const { return grad_norm_; }
   Optimizer& optimizer() { return optimizer_; }
 
+  // The fused step (above) over a local batch that is the whole global batch (one
+  // worker): the update divides by x's samples. `poison` puts a NaN in the gradient
+  // before it is checked (fault injection: faults.kind = 'nan'); such a step is never
+  // captured. Bit for bit the step compute() + update() take on the same device.
+  FusedResult fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison = false);
+  // Whether fused() captures graphs where the device and the model allow (default on).
+  void set_graphs(bool on);
+  // Whether fused() would capture graphs: on, the device captures, the model is capturable.
+  bool graphs() const;
+  const GraphCounts& graph_counts() const { return graph_counts_; }
+
 private:
   // Forward, loss into totals_ (added to them with `accumulate`), backward.
   void pass(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool accumulate);
+  // compute() without the read: forward, loss and backward queued, in micro-batches.
+  void queue_compute(const Tensor& x, const int32_t* labels, const StepContext& ctx);
+  // The whole fused step queued (its scalars' host slots already written).
+  void queue_fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool poison);
+  // queue_fused as a graph: replays the input's graph, captures it, or queues the ops
+  // (returns whether a graph ran).
+  bool run_graphed(const Tensor& x, const int32_t* labels, const StepContext& ctx);
+  void drop_graphs();
+
+  // What a captured graph's ops depend on besides device memory: the input's
+  // pointers, its shape (samples, values) and the position of its first sample.
+  using GraphKey = std::tuple<const float*, const int32_t*, int64_t, int64_t, int64_t>;
+  struct Graph {
+    int id = -1;           // the device's handle; -1: not captured
+    bool warm = false;     // a step queued op by op for this input allocated no memory
+    bool refused = false;  // its capture allocated memory: it runs op by op
+  };
 
   Model& model_;
   Optimizer& optimizer_;
@@ -59,6 +114,12 @@ private:
   LossTotals totals_;  // the local batch's loss sum and correct count, on the device
   Tensor grad_sum_;  // accumulate > 1: the micro-batches' gradients summed
   double grad_norm_ = 0.0;
+  StepScalars scalars_;  // the fused step's (kernels/step_rule.hpp)
+  bool graphs_on_ = true;
+  std::map<GraphKey, Graph> graphs_;
+  int live_graphs_ = 0;       // of graphs_, those captured
+  uint64_t graph_epoch_ = 0;  // the device's memory epoch the captured graphs' pointers are of
+  GraphCounts graph_counts_;
 };
 
 }  // namespace tandem

@@ -12,5 +12,11 @@ namespace tandem::cuda {
 void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1, float beta2,
                 float eps, float weight_decay, float grad_scale, float bias_correction1, float bias_correction2,
                 cudaStream_t stream);
+// The same with lr, grad_scale and the bias corrections read from `step` (device
+// memory, StepSlot doubles: kernels/step_rule.hpp); nothing changes when
+// step[kStepFinite] is 0. What the engine calls: the values may be decided on the
+// device, or change between replays of a captured step.
+void adamw_step(float* param, const float* grad, float* m, float* v, size_t count, const double* step, float beta1,
+                float beta2, float eps, float weight_decay, cudaStream_t stream);
 
 }  // namespace tandem::cuda

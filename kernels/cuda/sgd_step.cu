@@ -8,6 +8,7 @@
 // from the CPU by float rounding only.
 #include "kernels/cuda/launch_check.cuh"
 #include "kernels/cuda/sgd_step.cuh"
+#include "kernels/step_rule.hpp"
 
 namespace tandem::cuda {
 
@@ -31,10 +32,17 @@ __device__ __forceinline__ void update(float& p, float grad, float& v, const Sgd
   p -= Nesterov ? h.lr * (g + h.momentum * nv) : h.lr * nv;
 }
 
+// step (device memory, kernels/step_rule.hpp) or null: with it, lr and the gradient's
+// scale come from there, and a step the device decided to skip does nothing.
 template <bool Momentum, bool Nesterov>
 __global__ void __launch_bounds__(kBlock) sgd_kernel(float* __restrict__ param, const float* __restrict__ grad,
                                                      float* __restrict__ velocity, size_t count, SgdParams h,
-                                                     bool vector) {
+                                                     const double* __restrict__ step, bool vector) {
+  if (step) {
+    if (step[kStepFinite] == 0.0) return;
+    h.lr = static_cast<float>(step[kStepLr]);
+    h.grad_scale = static_cast<float>(step[kStepScale]);
+  }
   const size_t stride = static_cast<size_t>(gridDim.x) * kBlock;
   const size_t tid = static_cast<size_t>(blockIdx.x) * kBlock + threadIdx.x;
   size_t done = 0;
@@ -66,25 +74,40 @@ __global__ void __launch_bounds__(kBlock) sgd_kernel(float* __restrict__ param, 
 
 }  // namespace
 
-void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
-              float weight_decay, float grad_scale, bool nesterov, cudaStream_t stream) {
-  if (count == 0) return;
-  const bool with_momentum = momentum != 0.0f;
+namespace {
+
+void launch(float* param, const float* grad, float* velocity, size_t count, const SgdParams& h, const double* step,
+            bool nesterov, cudaStream_t stream) {
+  const bool with_momentum = h.momentum != 0.0f;
   TANDEM_CHECK(param && grad, "sgd_step: param or grad is null for ", count, " parameters");
-  TANDEM_CHECK(velocity || !with_momentum, "sgd_step: momentum ", momentum, " needs a velocity buffer (",
+  TANDEM_CHECK(velocity || !with_momentum, "sgd_step: momentum ", h.momentum, " needs a velocity buffer (",
                count, " parameters)");
   const bool vector =
       detail::aligned16(param) && detail::aligned16(grad) && (!with_momentum || detail::aligned16(velocity));
   const unsigned blocks = detail::blocks_for(vector ? count / 4 + 1 : count, kBlock);
-  const SgdParams h{lr, momentum, weight_decay, grad_scale};
   if (!with_momentum)
-    sgd_kernel<false, false><<<blocks, kBlock, 0, stream>>>(param, grad, velocity, count, h, vector);
+    sgd_kernel<false, false><<<blocks, kBlock, 0, stream>>>(param, grad, velocity, count, h, step, vector);
   else if (nesterov)
-    sgd_kernel<true, true><<<blocks, kBlock, 0, stream>>>(param, grad, velocity, count, h, vector);
+    sgd_kernel<true, true><<<blocks, kBlock, 0, stream>>>(param, grad, velocity, count, h, step, vector);
   else
-    sgd_kernel<true, false><<<blocks, kBlock, 0, stream>>>(param, grad, velocity, count, h, vector);
-  TANDEM_CUDA_CHECK_LAUNCH("sgd_step", count, " parameters, lr ", lr, ", momentum ", momentum,
-                           nesterov ? ", nesterov" : "");
+    sgd_kernel<true, false><<<blocks, kBlock, 0, stream>>>(param, grad, velocity, count, h, step, vector);
+  TANDEM_CUDA_CHECK_LAUNCH("sgd_step", count, " parameters, momentum ", h.momentum, nesterov ? ", nesterov" : "",
+                           step ? ", scalars on the device" : "");
+}
+
+}  // namespace
+
+void sgd_step(float* param, const float* grad, float* velocity, size_t count, float lr, float momentum,
+              float weight_decay, float grad_scale, bool nesterov, cudaStream_t stream) {
+  if (count == 0) return;
+  launch(param, grad, velocity, count, SgdParams{lr, momentum, weight_decay, grad_scale}, nullptr, nesterov, stream);
+}
+
+void sgd_step(float* param, const float* grad, float* velocity, size_t count, const double* step, float momentum,
+              float weight_decay, bool nesterov, cudaStream_t stream) {
+  if (count == 0) return;
+  TANDEM_CHECK(step, "sgd_step: no step scalars for ", count, " parameters");
+  launch(param, grad, velocity, count, SgdParams{0.0f, momentum, weight_decay, 0.0f}, step, nesterov, stream);
 }
 
 }  // namespace tandem::cuda

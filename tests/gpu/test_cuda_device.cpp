@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "engine/core/cuda_device.hpp"
@@ -26,7 +27,9 @@
 #include "engine/data/synthetic.hpp"
 #include "engine/nn/loss.hpp"
 #include "engine/nn/model.hpp"
+#include "engine/nn/optimizer.hpp"
 #include "engine/nn/sgd.hpp"
+#include "engine/nn/step_scalars.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/device_input.hpp"
@@ -123,6 +126,8 @@ void check_sequence_ops(Device& gpu) {
   compare("layernorm_backward", "dbeta", q.db, c.db);
   compare("causal_softmax_forward", "att", q.a, c.a);
   compare("causal_softmax_backward", "dscores", q.d, c.d);
+  // Each device's update scalars, alive until the comparisons have read the results.
+  std::map<const Device*, StepScalars> scalars;
   on_both([&](Device& d, Side& u) {
     d.gelu_forward(u.x.data(), u.y.data(), static_cast<size_t>(qkv));
     d.gelu_backward(u.x.data(), u.x.data() + 1, u.y2.data(), static_cast<size_t>(qkv - 1));
@@ -130,8 +135,11 @@ void check_sequence_ops(Device& gpu) {
     d.add_inplace(u.h.data(), u.x.data() + 2, static_cast<size_t>(qkv - 2));
     d.heads_permute(u.x.data(), u.h.data(), batch, seq, 3, heads, head_dim, false);  // x = the inverse of h
     d.fill(u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2), 1e-3f);  // v >= 0, as AdamW keeps it
+    // lr, predictions, updates, grad_sq, finite, scale, norm, bias corrections 1 and 2 (kernels/step_rule.hpp)
+    const double step[] = {1e-2, 0.0, 0.0, 0.0, 1.0, 0.5, 0.0, 0.19, 0.0975};
+    scalars[&d].write(d, kStepLr, step, kStepBias2 + 1);
     d.adamw_step(u.w.data(), u.dw.data(), u.dp.data(), u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2),
-                 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.19f, 0.0975f);
+                 scalars[&d].on(d), 0.9f, 0.95f, 1e-8f, 0.1f);
   });
   compare("gelu_forward", "y", q.y, c.y);
   compare("gelu_backward", "dx", q.y2, c.y2);
@@ -339,6 +347,95 @@ void check_model(Device& gpu, const std::string& experiment, const std::vector<s
   GPU_CHECK_CLOSE(label, "local batch 0", "parameters", g.model.params().to_host(), c.model.params().to_host(), 1e-4);
 }
 
+// The fused step's device ops (kernels/step_rule.hpp) against the CPU's, then the
+// fused step itself: captured in CUDA graphs and replayed, it must train bit for bit
+// what the same step queued op by op trains on the GPU, and what the CPU trains to
+// float rounding; a step with a NaN is skipped on the device.
+void check_fused(Device& gpu) {
+  Device& cpu = cpu_device();
+  const auto g = random_floats(1000, 8);
+  Tensor gg = on(gpu, g, {1000});
+  StepScalars sg, sc;
+  double* dg = sg.on(gpu);
+  gpu.sum_squares_into(gg.data(), 1000, dg + kStepGradSq);
+  const double host_sq = gpu.sum_squares(gg.data(), 1000);
+  const double known[] = {0.1, 64.0, 41.0};  // lr, predictions, updates so far
+  sg.write(gpu, kStepLr, known, 3);
+  sc.write(cpu, kStepLr, known, 3);
+  StepScalars totals_g, totals_c;  // its first two slots stand in for the loss totals
+  const double totals[] = {12.5, 40.0};
+  totals_g.write(gpu, 0, totals, 2);
+  totals_c.write(cpu, 0, totals, 2);
+  const StepRule rule{0.01, 0.9, 0.95};
+  gpu.decide_step(dg, totals_g.on(gpu), rule);
+  StepScalars::Values vg = sg.read();
+  GPU_CHECK("sum_squares_into", "1000", "the host's sum_squares", vg[kStepGradSq] == host_sq);
+  sc.write(cpu, kStepGradSq, &vg[kStepGradSq], 1);
+  cpu.decide_step(sc.on(cpu), totals_c.on(cpu), rule);
+  const StepScalars::Values vc = sc.read();
+  GPU_CHECK_CLOSE("decide_step", "clipped", "slots", std::vector<double>(vg.begin(), vg.end()),
+                  std::vector<double>(vc.begin(), vc.end()), 1e-15);
+  GPU_CHECK("decide_step", "clipped", "finite", vg[kStepFinite] == 1.0);
+  // A skipped step changes nothing.
+  const double inf = INFINITY;
+  sg.write(gpu, kStepGradSq, &inf, 1);
+  gpu.decide_step(dg, totals_g.on(gpu), rule);
+  vg = sg.read();
+  GPU_CHECK("decide_step", "Inf gradient", "not finite", vg[kStepFinite] == 0.0);
+  Tensor p = on(gpu, g, {1000}), v(gpu, {1000});
+  v.fill(0.5f);
+  gpu.sgd_step(p.data(), gg.data(), v.data(), 1000, dg, 0.9f, 0.01f, false);
+  GPU_CHECK_CLOSE("sgd_step", "skipped", "param", p.to_host(), g, 0.0);
+  GPU_CHECK_CLOSE("sgd_step", "skipped", "velocity", v.to_host(), std::vector<float>(1000, 0.5f), 0.0);
+
+  const std::string root = TANDEM_SOURCE_DIR;
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    ExperimentConfig cfg = load_experiment(root + "/scripts/experiments/quickstart.lua",
+                                           {std::string("optimizer=") + optimizer, "clip_grad_norm=0.5"});
+    auto data = make_dataset(cfg.data, true);
+    GlobalSampler sampler(data->size(), 64, cfg.seed);
+    struct Side {
+      Model model;
+      std::unique_ptr<Optimizer> opt;
+      TrainStep step;
+      BatchLoader loader;
+      Side(Device& d, const ExperimentConfig& c, const Dataset& data, const GlobalSampler& s, bool graphs)
+          : model(d, c.model, c.seed), opt(make_optimizer(d, model, c.optimizer)), step(model, *opt),
+            loader(data, s, d) {
+        step.set_graphs(graphs);
+      }
+    };
+    Side c(cpu, cfg, *data, sampler, false), e(gpu, cfg, *data, sampler, false), q(gpu, cfg, *data, sampler, true);
+    GPU_CHECK(optimizer, "fused", "a GPU captures the MLP's step", q.step.graphs() && !e.step.graphs());
+    StepContext ctx;
+    for (int64_t t = 0; t < 10; ++t) {
+      const int64_t batch = t % 2 ? 40 : 64;
+      const bool poison = t == 7;
+      const std::string shape = std::string(optimizer) + " batch " + std::to_string(batch) + " step " +
+                                std::to_string(t);
+      ctx.seed = 99 + static_cast<uint64_t>(t);
+      const double lr = cfg.optimizer.lr / (1.0 + 0.1 * static_cast<double>(t));
+      const FusedResult rc = c.step.fused(c.loader.load(t, 0, batch), c.loader.labels(), ctx, lr, poison);
+      const FusedResult re = e.step.fused(e.loader.load(t, 0, batch), e.loader.labels(), ctx, lr, poison);
+      const FusedResult rq = q.step.fused(q.loader.load(t, 0, batch), q.loader.labels(), ctx, lr, poison);
+      GPU_CHECK("fused", shape, "finite as on the CPU", rc.finite == !poison && re.finite == !poison &&
+                                                             rq.finite == !poison);
+      GPU_CHECK("fused", shape, "graph replay's loss bit for bit", rq.loss.loss_sum == re.loss.loss_sum);
+      GPU_CHECK_CLOSE("fused", shape, "loss", std::vector<double>{rq.loss.loss_sum},
+                      std::vector<double>{rc.loss.loss_sum}, 1e-4);
+      GPU_CHECK_CLOSE("fused", shape, "replayed parameters bit for bit", q.model.params().to_host(),
+                      e.model.params().to_host(), 0.0);
+      GPU_CHECK_CLOSE("fused", shape, "parameters", q.model.params().to_host(), c.model.params().to_host(), 1e-4);
+    }
+    const GraphCounts& n = q.step.graph_counts();
+    std::printf("%s: %lld replays of %lld captured graphs, %lld steps op by op\n", optimizer,
+                static_cast<long long>(n.replayed), static_cast<long long>(n.captured),
+                static_cast<long long>(n.eager));
+    GPU_CHECK("fused", optimizer, "graphs captured and replayed", n.captured >= 1 && n.replayed >= 4);
+    GPU_CHECK("fused", optimizer, "the skipped step not counted", q.opt->steps() == 9 && e.opt->steps() == 9);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -351,6 +448,7 @@ int main() {
     check_maxpool(*gpu);
     check_host_crossings(*gpu);
     check_device_input(*gpu);
+    check_fused(*gpu);
     const std::string root = TANDEM_SOURCE_DIR;
     check_model(*gpu, root + "/scripts/experiments/quickstart.lua", {"model_args.dropout=0.2"}, "mlp", 64);
     check_model(*gpu, root + "/scripts/experiments/lenet.lua", {}, "lenet", 32);

@@ -15,25 +15,13 @@
 #include "engine/nn/optimizer.hpp"
 #include "engine/nn/sgd.hpp"
 #include "engine/train/step.hpp"
+#include "tests/unit/tiny_mlp.hpp"
 #include "tests/unit/test_support.hpp"
 
 using namespace tandem;
 namespace tt = boost::test_tools;
 
-namespace {
-// Weights and biases (two parameter groups), dropout (masks keyed by sample position).
-ModelSpec tiny_mlp(double dropout = 0.0) {
-  ModelSpec spec;
-  spec.name = "tiny-mlp";
-  spec.input = {7};
-  spec.classes = 3;
-  spec.layers = {{"linear", {{"out", 6}}, "test:1"},
-                 {"relu", {}, "test:2"},
-                 {"dropout", {{"p", dropout}}, "test:3"},
-                 {"linear", {{"out", 3}}, "test:4"}};
-  return spec;
-}
-}  // namespace
+using testing::tiny_mlp;
 
 namespace {
 // The update written out for one scalar, as torch.optim.SGD defines it.

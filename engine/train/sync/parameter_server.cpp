@@ -8,6 +8,7 @@
 #include "engine/core/clock.hpp"
 #include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
+#include "kernels/cpu/sgd_step.hpp"
 
 namespace tandem {
 
@@ -138,12 +139,12 @@ void ParameterServer::apply(const float* grad_sum, int64_t samples, bool ksync_m
   if (slow_) {
     // Plain SGD inside the segment; the momentum comes at the meeting (finish()).
     const double lr = schedule_.at(iteration) * (1.0 - optimizer_.slow_momentum) / (1.0 - optimizer_.momentum);
-    cpu_device().sgd_step(params_.data(), grad_sum, nullptr, count_, static_cast<float>(lr), 0.0f,
-                          static_cast<float>(decay), static_cast<float>(scale), false);
+    cpu::sgd_step(params_.data(), grad_sum, nullptr, count_, static_cast<float>(lr), 0.0f, static_cast<float>(decay),
+                  static_cast<float>(scale), false);
   } else {
-    cpu_device().sgd_step(params_.data(), grad_sum, optimizer_.momentum != 0.0 ? velocity_.data() : nullptr, count_,
-                          static_cast<float>(schedule_.at(iteration)), static_cast<float>(optimizer_.momentum),
-                          static_cast<float>(decay), static_cast<float>(scale), optimizer_.nesterov);
+    cpu::sgd_step(params_.data(), grad_sum, optimizer_.momentum != 0.0 ? velocity_.data() : nullptr, count_,
+                  static_cast<float>(schedule_.at(iteration)), static_cast<float>(optimizer_.momentum),
+                  static_cast<float>(decay), static_cast<float>(scale), optimizer_.nesterov);
   }
   samples_applied_ += samples;
   ++version_;

@@ -1,0 +1,80 @@
+#pragma once
+// The scalars of one optimizer update, held in device memory (an array of doubles,
+// indexed by StepSlot) so the update's kernels read them there rather than take
+// them as arguments. Two things need that:
+//  - the fused step (engine/train/step.hpp) decides on the device whether the step
+//    is finite, and what the gradient's scale and AdamW's bias corrections are, so
+//    the host queues the whole step without waiting to read a number back;
+//  - a step captured in a CUDA graph is replayed with the arguments it was captured
+//    with: whatever changes from step to step (the learning rate, the update count)
+//    must come from memory the host writes before each replay.
+// decide_step() is shared, word for word, by the CPU device and a one-thread CUDA
+// kernel (plain C++ here, CUDA-annotated under nvcc), so both decide alike.
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define TANDEM_HOST_DEVICE __host__ __device__
+#else
+#define TANDEM_HOST_DEVICE
+#endif
+
+namespace tandem {
+
+// Where each scalar lives in the block. "host" slots are written before the step;
+// "decided" slots by decide_step() (or by the host, for an update it decided itself).
+enum StepSlot : int {
+  kStepLr = 0,       // host: the learning rate
+  kStepPredictions,  // host: the loss terms the summed gradient stands for (global batch x targets)
+  kStepUpdates,      // host: updates taken before this one (AdamW's bias correction counts them)
+  kStepGradSq,       // the summed gradient's squared norm (Device::sum_squares_into)
+  kStepFinite,       // decided: 1 to update, 0 to skip (a NaN or Inf in the loss or the gradient)
+  kStepScale,        // decided: the gradient's scale, 1 / predictions times the clipping factor
+  kStepNorm,         // decided: the mean gradient's norm before clipping
+  kStepBias1,        // decided: 1 - beta1^(updates + 1)
+  kStepBias2,        // decided: 1 - beta2^(updates + 1)
+  kStepLoss,         // decided: the loss sum, copied from the loss totals
+  kStepCorrect,      // decided: the correct count, copied likewise
+  kStepSlots
+};
+
+// The constants of the rule, fixed for a run (the optimizer's configuration).
+struct StepRule {
+  double max_norm = 0.0;  // clip_grad_norm; 0: no clipping
+  double beta1 = 0.0, beta2 = 0.0;  // AdamW's; 0 for SGD (no bias corrections)
+};
+
+// The scale that makes a SUM gradient over `predictions` loss terms the mean, times
+// the clipping factor of torch.nn.utils.clip_grad_norm_ when max_norm > 0 (the mean
+// gradient's norm is sqrt(grad_sq) / predictions; past max_norm it is scaled by
+// max_norm / (norm + 1e-6)). *norm gets the mean gradient's norm before clipping.
+TANDEM_HOST_DEVICE inline double mean_gradient_scale(double grad_sq, double predictions, double max_norm,
+                                                     double* norm) {
+  using std::isfinite;
+  using std::sqrt;
+  const double scale = 1.0 / predictions;
+  const double mean_norm = sqrt(grad_sq) * scale;
+  *norm = mean_norm;
+  if (max_norm <= 0.0 || !isfinite(mean_norm)) return scale;
+  const double coef = max_norm / (mean_norm + 1e-6);
+  return coef < 1.0 ? scale * coef : scale;
+}
+
+// From the host slots, kStepGradSq and the loss totals (2 doubles: the loss sum and
+// the correct count), the decided slots. A step whose loss or gradient is not finite
+// is skipped: its update count does not move.
+TANDEM_HOST_DEVICE inline void decide_step(double* s, const double* totals, StepRule rule) {
+  using std::isfinite;
+  using std::pow;
+  s[kStepLoss] = totals[0];
+  s[kStepCorrect] = totals[1];
+  const bool finite = isfinite(totals[0]) && isfinite(s[kStepGradSq]);
+  s[kStepFinite] = finite ? 1.0 : 0.0;
+  double norm = 0.0;
+  s[kStepScale] = mean_gradient_scale(s[kStepGradSq], s[kStepPredictions], rule.max_norm, &norm);
+  s[kStepNorm] = norm;
+  const double t = s[kStepUpdates] + 1.0;  // in double, then rounded by the kernels: nothing lost for large t
+  s[kStepBias1] = 1.0 - pow(rule.beta1, t);
+  s[kStepBias2] = 1.0 - pow(rule.beta2, t);
+}
+
+}  // namespace tandem

@@ -1,0 +1,233 @@
+// The fused step (engine/train/step.hpp): the whole step queued on the device, the
+// skip of a non-finite step decided there (kernels/step_rule.hpp), and its capture in
+// a graph replayed per input. Checked bit for bit against the step the host decides
+// (compute() then update()), and, for capture and replay, on a CPU device that
+// records ops the way a CUDA stream captures them (tests/unit/recording_device.hpp).
+#define BOOST_TEST_MODULE fused_step
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "engine/core/device.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/nn/optimizer.hpp"
+#include "engine/train/step.hpp"
+#include "tests/unit/tiny_mlp.hpp"
+#include "tests/unit/recording_device.hpp"
+
+using namespace tandem;
+
+using testing::tiny_mlp;
+
+namespace {
+
+
+OptimizerConfig config(const std::string& name, double clip) {
+  OptimizerConfig cfg;
+  cfg.name = name;
+  cfg.lr = 0.05;
+  cfg.momentum = 0.9;
+  cfg.weight_decay = 0.01;
+  cfg.clip_grad_norm = clip;
+  return cfg;
+}
+
+// One worker's model, optimizer and step on a device.
+struct Worker {
+  Worker(Device& dev, const OptimizerConfig& cfg, int64_t accumulate = 1)
+      : model(dev, tiny_mlp(), 7), optimizer(make_optimizer(dev, model, cfg)), step(model, *optimizer, accumulate) {}
+  Model model;
+  std::unique_ptr<Optimizer> optimizer;
+  TrainStep step;
+};
+
+// A batch on `dev`: n samples of 7 values and their labels (host memory, as the CPU's).
+struct Batch {
+  Batch(Device& dev, int64_t n, int seed) : x(dev, {n, 7}), labels(static_cast<size_t>(n)) {
+    std::vector<float> v(static_cast<size_t>(n * 7));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i + 11 * seed));
+    x.from_host(v.data(), v.size());
+    for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + seed) % 3);
+  }
+  Tensor x;
+  std::vector<int32_t> labels;
+};
+
+// The step as the bsp loop takes it when the host decides: compute, check, update.
+FusedResult host_decided(Worker& w, const Batch& b, const StepContext& ctx, double lr, bool poison) {
+  const LossResult loss = w.step.compute(b.x, b.labels.data(), ctx);
+  Device& dev = w.model.device();
+  if (poison) dev.fill(w.model.grads().data(), 1, std::nanf(""));
+  const double grad_sq = dev.sum_squares(w.model.grads().data(), w.model.param_count());
+  FusedResult r;
+  r.loss = loss;
+  r.finite = std::isfinite(loss.loss_sum) && std::isfinite(grad_sq);
+  if (r.finite) w.step.update(b.x.dim(0), lr, grad_sq);
+  return r;
+}
+
+void check_same(Worker& a, Worker& b, const std::string& when) {
+  const std::vector<float> pa = a.model.params().to_host(), pb = b.model.params().to_host();
+  BOOST_TEST_REQUIRE(pa.size() == pb.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < pa.size(); ++i) differ += pa[i] != pb[i];  // bit for bit (no NaN here)
+  BOOST_TEST(differ == 0u, when << ": " << differ << " of " << pa.size() << " parameters differ");
+  BOOST_TEST(a.optimizer->steps() == b.optimizer->steps(), when);
+}
+
+StepContext context(int t) {
+  StepContext ctx;
+  ctx.seed = 1000 + static_cast<uint64_t>(t);
+  return ctx;
+}
+
+double lr_at(int t) { return 0.05 / (1.0 + 0.1 * t); }  // changes every step: replays must see it
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fused_step_is_the_host_decided_step_bit_for_bit) {
+  // SGD with momentum and AdamW, with and without clipping, micro-batches or not; a
+  // NaN in the gradient at step 3 (skipped both ways), a clipped gradient elsewhere.
+  for (const std::string name : {"sgd", "adamw"})
+    for (double clip : {0.0, 0.05})
+      for (int64_t accumulate : {int64_t{1}, int64_t{3}}) {
+        Worker fused(cpu_device(), config(name, clip), accumulate), host(cpu_device(), config(name, clip), accumulate);
+        const Batch b1(cpu_device(), 8, 1), b2(cpu_device(), 5, 2);
+        for (int t = 0; t < 8; ++t) {
+          const Batch& b = t % 2 ? b2 : b1;
+          const bool poison = t == 3;
+          const std::string when = name + " clip " + std::to_string(clip) + " accumulate " +
+                                   std::to_string(accumulate) + " step " + std::to_string(t);
+          const FusedResult f = fused.step.fused(b.x, b.labels.data(), context(t), lr_at(t), poison);
+          const FusedResult h = host_decided(host, b, context(t), lr_at(t), poison);
+          BOOST_TEST(f.finite == !poison, when);
+          BOOST_TEST(f.finite == h.finite, when);
+          BOOST_TEST(f.loss.loss_sum == h.loss.loss_sum, when);
+          BOOST_TEST(f.loss.correct == h.loss.correct, when);
+          BOOST_TEST(!f.replayed, when);  // the CPU device does not capture
+          if (clip > 0.0 && f.finite) BOOST_TEST(fused.step.last_grad_norm() == host.step.last_grad_norm(), when);
+          check_same(fused, host, when);
+        }
+        BOOST_TEST(fused.optimizer->steps() == 7);  // the poisoned step was not taken
+        BOOST_TEST(fused.step.graph_counts().eager == 8);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(a_clipped_step_reports_the_norm_before_clipping) {
+  Worker w(cpu_device(), config("sgd", 1e-4), 1);
+  const Batch b(cpu_device(), 8, 3);
+  const FusedResult f = w.step.fused(b.x, b.labels.data(), context(0), 0.1);
+  BOOST_TEST(f.grad_norm > 1e-4);  // well past the limit, so the update was clipped
+  BOOST_TEST(w.step.last_grad_norm() == f.grad_norm);
+}
+
+BOOST_AUTO_TEST_CASE(captured_steps_replay_bit_for_bit_with_new_scalars) {
+  // Two inputs (different buffers and sizes) in turn, the learning rate changing every
+  // step. An input runs op by op until a run of it allocates nothing, is captured at
+  // its next sighting and replays from then on. The first input's first run grows the
+  // buffers, so it is captured at its third sighting (step 4); the second, smaller,
+  // allocates nothing at its first (step 1) and is captured at its second (step 3).
+  for (const std::string name : {"sgd", "adamw"}) {
+    test::RecordingDevice rec;
+    Worker graphed(rec, config(name, 0.05)), plain(cpu_device(), config(name, 0.05));
+    BOOST_TEST_REQUIRE(graphed.step.graphs());
+    BOOST_TEST(!plain.step.graphs());
+    const Batch g1(rec, 8, 1), g2(rec, 5, 2), p1(cpu_device(), 8, 1), p2(cpu_device(), 5, 2);
+    for (int t = 0; t < 14; ++t) {
+      const bool second = t % 2;
+      const FusedResult a = graphed.step.fused(second ? g2.x : g1.x, (second ? g2 : g1).labels.data(), context(t),
+                                               lr_at(t));
+      const FusedResult b = plain.step.fused(second ? p2.x : p1.x, (second ? p2 : p1).labels.data(), context(t),
+                                             lr_at(t));
+      const std::string when = name + " step " + std::to_string(t);
+      BOOST_TEST(a.replayed == (t >= 3), when);
+      BOOST_TEST(a.loss.loss_sum == b.loss.loss_sum, when);
+      check_same(graphed, plain, when);
+    }
+    const GraphCounts& c = graphed.step.graph_counts();
+    BOOST_TEST(c.captured == 2);
+    BOOST_TEST(c.replayed == 11);
+    BOOST_TEST(c.eager == 3);
+    BOOST_TEST(rec.graphs_held() == 2u);
+    BOOST_TEST(rec.ops_recorded() > 10);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(graphs_are_dropped_when_device_memory_moves) {
+  test::RecordingDevice rec;
+  Worker graphed(rec, config("sgd", 0.0)), plain(cpu_device(), config("sgd", 0.0));
+  const Batch g(rec, 8, 4), p(cpu_device(), 8, 4);
+  int t = 0;
+  auto both = [&] {
+    const FusedResult a = graphed.step.fused(g.x, g.labels.data(), context(t), lr_at(t));
+    plain.step.fused(p.x, p.labels.data(), context(t), lr_at(t));
+    check_same(graphed, plain, "step " + std::to_string(t));
+    ++t;
+    return a.replayed;
+  };
+  for (int i = 0; i < 4; ++i) both();
+  BOOST_TEST(graphed.step.graph_counts().captured == 1);
+  { Tensor elsewhere(rec, {1000}); }  // an allocation and a free: the graph's pointers are suspect
+  BOOST_TEST(!both());  // dropped, so op by op (and it allocates nothing: warm at once)
+  BOOST_TEST(graphed.step.graph_counts().invalidated == 1);
+  BOOST_TEST(rec.graphs_held() == 0u);
+  BOOST_TEST(both());  // captured again
+  BOOST_TEST(both());
+  BOOST_TEST(graphed.step.graph_counts().captured == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_poisoned_step_runs_op_by_op_and_is_skipped_on_the_device) {
+  test::RecordingDevice rec;
+  Worker graphed(rec, config("adamw", 0.0)), plain(cpu_device(), config("adamw", 0.0));
+  const Batch g(rec, 6, 5), p(cpu_device(), 6, 5);
+  for (int t = 0; t < 8; ++t) {
+    const bool poison = t == 5;
+    const FusedResult a = graphed.step.fused(g.x, g.labels.data(), context(t), lr_at(t), poison);
+    plain.step.fused(p.x, p.labels.data(), context(t), lr_at(t), poison);
+    BOOST_TEST(a.finite == !poison);
+    BOOST_TEST(a.replayed == (t >= 2 && !poison), "step " << t);
+    check_same(graphed, plain, "step " + std::to_string(t));
+  }
+  BOOST_TEST(graphed.optimizer->steps() == 7);
+}
+
+BOOST_AUTO_TEST_CASE(a_capture_that_fails_falls_back_to_op_by_op_for_good) {
+  test::RecordingDevice rec;
+  rec.refuse("decide_step");
+  Worker graphed(rec, config("sgd", 0.0)), plain(cpu_device(), config("sgd", 0.0));
+  const Batch g(rec, 8, 6), p(cpu_device(), 8, 6);
+  for (int t = 0; t < 6; ++t) {
+    const FusedResult a = graphed.step.fused(g.x, g.labels.data(), context(t), lr_at(t));
+    plain.step.fused(p.x, p.labels.data(), context(t), lr_at(t));
+    BOOST_TEST(!a.replayed);
+    check_same(graphed, plain, "step " + std::to_string(t));
+  }
+  BOOST_TEST(!graphed.step.graphs());
+  BOOST_TEST(graphed.step.graph_counts().captured == 0);
+  BOOST_TEST(rec.graphs_held() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(models_that_cannot_be_captured_say_so) {
+  BOOST_TEST(Model(cpu_device(), tiny_mlp(0.0), 1).capturable());
+  // A dropout mask's seed changes every step and is a kernel's argument.
+  BOOST_TEST(!Model(cpu_device(), tiny_mlp(0.2), 1).capturable());
+  ModelSpec bn = tiny_mlp();
+  bn.layers.insert(bn.layers.begin() + 1, {"batchnorm", {}, "test:bn"});
+  BOOST_TEST(!Model(cpu_device(), bn, 1).capturable());  // its sums come to the host
+  test::RecordingDevice rec;
+  Model dropout(rec, tiny_mlp(0.2), 1);
+  const std::unique_ptr<Optimizer> opt = make_optimizer(rec, dropout, config("sgd", 0.0));
+  TrainStep step(dropout, *opt);
+  BOOST_TEST(!step.graphs());
+  const Batch b(rec, 4, 7);
+  for (int t = 0; t < 4; ++t) BOOST_TEST(!step.fused(b.x, b.labels.data(), context(t), 0.1).replayed);
+  BOOST_TEST(rec.graphs_held() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_batch_is_refused) {
+  Worker w(cpu_device(), config("sgd", 0.0));
+  const Tensor empty(cpu_device(), {0, 7});
+  BOOST_CHECK_THROW(w.step.fused(empty, nullptr, context(0), 0.1), Error);
+}

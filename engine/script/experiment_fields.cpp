@@ -601,6 +601,7 @@ Fields<E> experiment_fields() {
       at<E>("eps", &E::optimizer, &OptimizerConfig::eps),
       at<E>("clip_grad_norm", &E::optimizer, &OptimizerConfig::clip_grad_norm),
       at<E>("accumulate", &E::accumulate),
+      at<E>("fused_step", &E::fused_step),
       at<E>("lr_scaling", &E::lr_scaling),
       record<E, ScheduleConfig>("schedule", schedule_fields(), &E::schedule),
       record<E, StopConfig>("stop", stop_fields(), &E::stop),

@@ -186,6 +186,9 @@ struct ExperimentConfig {
   bool adascale_gain() const { return lr_scaling == "adascale" && adaptive_batch(); }
   // Micro-batches per worker and step (gradient accumulation, engine/train/step.hpp).
   int64_t accumulate = 1;
+  // The fused step (engine/train/step.hpp), for one worker: auto (on a GPU, where the
+  // run allows it), always (or fail saying why not), never.
+  std::string fused_step = "auto";
   ElasticConfig elastic;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;

@@ -360,6 +360,15 @@ void Trainer::start_loop() {
   BspParts bsp{cfg_,       comm_,      *model_,    *step_,  *loader_,  *positions_, *gradients_, world_ > 1 ? reducer_.get() : nullptr,
                *emulator_, machine_,   *schedule_, *faults_, progress_, timeline_,   length_.max_iterations};
   bsp_ = std::make_unique<BspStep>(bsp, !random_plans_);
+  if (world_ == 1) {
+    // Only a GPU's way is news: a CPU does not wait for itself.
+    const auto level = dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info;
+    if (bsp_->fused())
+      spdlog::log(level, "training step: fused on the device{} (fused_step = '{}')",
+                  step_->graphs() ? ", captured in a CUDA graph per input and replayed" : "", cfg_.fused_step);
+    else
+      spdlog::log(level, "training step: op by op, not fused: {}", bsp_->fused_obstacle());
+  }
   if (rank_ == 0 && plan_.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan_.sync.str());
   if (rank_ == 0 && world_ == 1 && cfg_.plan.sync.mode != "bsp")
     spdlog::info("one worker: sync.mode = '{}' is the same as bsp", cfg_.plan.sync.mode);
@@ -383,6 +392,12 @@ RunSummary Trainer::run() {
     if (boundary_->apply(c, t, plan_)) break;
   }
   warn_overruns(t);
+  if (bsp_->fused()) {
+    const GraphCounts& g = step_->graph_counts();
+    spdlog::log(dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info,
+                "fused steps: {} replays of {} captured graphs, {} op by op; graphs dropped {} times (memory moved)",
+                g.replayed, g.captured, g.eager, g.invalidated);
+  }
   return boundary_->finish(t, plan_);
 }
 

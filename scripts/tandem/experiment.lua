@@ -130,6 +130,11 @@ M.schema = record {
                                 .. "GPUs share them), cpu, or auto (cuda where a GPU is present, else cpu)" }),
   devices = list(string_(nil, { one_of = { 'auto', 'cpu', 'cuda' } }),
                  { doc = "per rank, overriding device: a mixed cluster, e.g. {'cuda', 'cuda', 'cpu'}" }),
+  fused_step = string_('auto', { one_of = { 'auto', 'always', 'never' },
+                                 doc = 'one worker: the whole step (update and NaN skip included) queued on the '
+                                    .. 'device with no wait, captured in a CUDA graph per input on a GPU; auto: '
+                                    .. 'on a GPU where the run allows it (no emulation, policy, AdaScale or batch '
+                                    .. 'norm); always: also on a CPU, or fail saying why not; never: off' }),
   precision = string_('fp32', { one_of = { 'fp32', 'tf32', 'bf16' },
                                doc = 'what GEMMs and convolutions compute in: fp32; tf32 (inputs to 10 mantissa '
                                   .. 'bits, about 1e-3 relative); bf16 (GEMM inputs to 7 bits, about 4e-3, '

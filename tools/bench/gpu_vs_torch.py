@@ -18,10 +18,12 @@ and batches gathered there, no host read of the loss in the timed loop, cuDNN
 autotuning on; once eager, once with the whole step (forward, backward, SGD) captured
 in one CUDA graph (torch.cuda.graph) and replayed. tandem runs as its trainer does
 (tools/bench/step_bench.cpp), its data set held on the GPU and batches gathered there
-(data.on_device = 'auto'), and once more staged through host memory ('never'), so the
-gain of holding it is measured side by side. Runs alternate tandem / staged / eager /
-graph several times in this one script; the median of each is reported, with
-tandem's ratio to each peer.
+(data.on_device = 'auto') and its step fused and replayed from CUDA graphs
+(fused_step = 'auto'), once more staged through host memory (data.on_device =
+'never'), and once with the step op by op (fused_step = 'never'), so the gain of each
+is measured side by side. Runs alternate tandem / staged / op by op / eager / graph
+several times in this one script; the median of each is reported, with tandem's
+ratio to each peer.
 
 tandem's FLOP/s are also reported as a fraction of the GPU's practical peak in the
 run's precision: an 8192^3 cuBLAS GEMM timed in tandem's process, in fp32, tf32 and
@@ -155,7 +157,8 @@ def main():
     for name, experiment, batch, sets in CASES:
         # tandem_staged: the same with the data set staged through host memory
         # (data.on_device = 'never'), what a held data set saves side by side.
-        runs = {"tandem": [], "tandem_staged": [], "torch_eager": [], "torch_graph": []}
+        # tandem_op_by_op: the step not fused, not captured (fused_step = 'never').
+        runs = {"tandem": [], "tandem_staged": [], "tandem_op_by_op": [], "torch_eager": [], "torch_graph": []}
         flops = []
         # The wide MLP's steps are long: fewer of them time it as well.
         steps, warmup = (args.steps, args.warmup) if name != "wide" else (max(20, args.steps // 10), 5)
@@ -165,6 +168,8 @@ def main():
             flops.append(r["flops"])
             staged = tandem_run(args.build, experiment, batch, steps, warmup, precision, sets + ["data.on_device=never"])
             runs["tandem_staged"].append(staged["samples_per_s"])
+            unfused = tandem_run(args.build, experiment, batch, steps, warmup, precision, sets + ["fused_step=never"])
+            runs["tandem_op_by_op"].append(unfused["samples_per_s"])
             runs["torch_eager"].append(torch_run(name, x, y, batch, steps, warmup, precision, graph=False))
             runs["torch_graph"].append(torch_run(name, x, y, batch, steps, warmup, precision, graph=True))
             torch.cuda.empty_cache()
@@ -173,13 +178,16 @@ def main():
                "tandem_over_torch_eager": med["tandem"] / med["torch_eager"],
                "tandem_over_torch_graph": med["tandem"] / med["torch_graph"],
                "held_over_staged": med["tandem"] / med["tandem_staged"],
+               "fused_over_op_by_op": med["tandem"] / med["tandem_op_by_op"],
+               "graph_replays": r.get("graph_replays"),
                "tandem_tflops": statistics.median(flops) / 1e12,
                "fraction_of_gemm_peak": statistics.median(flops) / peak}
         rows.append(row)
         print(f"{name:5s} batch {batch:4d}: tandem {med['tandem']:10.0f} samples/s, torch eager "
               f"{med['torch_eager']:10.0f} ({row['tandem_over_torch_eager']:.2f}x), torch graph "
               f"{med['torch_graph']:10.0f} ({row['tandem_over_torch_graph']:.2f}x), data held on the GPU "
-              f"{row['held_over_staged']:.2f}x staged, "
+              f"{row['held_over_staged']:.2f}x staged, fused {row['fused_over_op_by_op']:.2f}x op by op "
+              f"({row['graph_replays']} graph replays), "
               f"{row['tandem_tflops']:.1f} TFLOP/s = {row['fraction_of_gemm_peak']:.3f} of the {precision} GEMM peak "
               f"({peak / 1e12:.1f} TFLOP/s)", file=sys.stderr)
     result = {"benchmark": "gpu_vs_torch", "device": probe.get("device"), "torch": torch.__version__,

@@ -1,6 +1,7 @@
 // Times training steps of one worker, exactly as the trainer runs them (global
 // sampler -> gather -> forward/backward -> SGD, the next batch prefetched while the
-// update runs), for an experiment file, batch size and device; prints one JSON line.
+// update runs; the fused step where fused_step takes it), for an experiment file,
+// batch size and device; prints one JSON line.
 // tools/bench/mlp_vs_torch.py (one CPU core) and gpu_vs_torch.py (one GPU) run it
 // side by side with PyTorch. With --peak it also times a large GEMM on the same
 // device in each precision (fp32, tf32, bf16: engine/core/precision.hpp): the
@@ -9,6 +10,7 @@
 // usage: tandem_step_bench EXPERIMENT.lua --batch N [--steps N] [--warmup N] [--peak]
 //                          [--device cpu|cuda] [--precision fp32|tf32|bf16] [--tf32]
 //                          [--set KEY=VALUE ...]   (more experiment overrides)
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -92,12 +94,25 @@ int main(int argc, char** argv) {
     TrainStep step(model, *optimizer, cfg.accumulate);
     BatchLoader loader(*data, sampler, dev, cfg.data.on_device);
     StepContext ctx;
+    // The step the trainer takes for one worker (engine/train/sync/bsp_step.cpp): the
+    // fused step where fused_step allows it (on a GPU by default, captured in CUDA
+    // graphs where the model allows) unless batch norm needs the host mid-step.
+    const bool fused = model.layer_state().empty() &&
+                       (cfg.fused_step == "always" || (cfg.fused_step == "auto" && dev.kind() != DeviceKind::cpu));
     double timed_ms = 0.0, loss = 0.0;
     for (int64_t t = 0; t < warmup + steps; ++t) {
       const Stopwatch sw;
       const Tensor& x = loader.load(t, 0, batch);
-      const LossResult r = step.compute(x, loader.labels(), ctx);
-      step.update(batch, cfg.optimizer.lr);
+      LossResult r;
+      if (fused) {
+        r = step.fused(x, loader.labels(), ctx, cfg.optimizer.lr).loss;
+      } else {
+        r = step.compute(x, loader.labels(), ctx);
+        // As the trainer: the update only when the loss and the gradient are finite
+        // (the gradient's squared norm, read back; clipping reuses it).
+        const double grad_sq = dev.sum_squares(model.grads().data(), model.param_count());
+        if (std::isfinite(r.loss_sum) && std::isfinite(grad_sq)) step.update(batch, cfg.optimizer.lr, grad_sq);
+      }
       if (t + 1 < warmup + steps) loader.prefetch(t + 1, 0, batch);
       loss = r.loss_sum / static_cast<double>(batch);
       if (t + 1 == warmup + steps) dev.synchronize();  // the last update is part of the time
@@ -113,6 +128,9 @@ int main(int argc, char** argv) {
                 timed_ms / static_cast<double>(steps), flops, loss);
     std::printf(",\"device\":\"%s\"", dev.name().c_str());
     std::printf(",\"precision\":\"%s\"", precision.c_str());
+    const GraphCounts& g = step.graph_counts();
+    std::printf(",\"fused\":%s,\"graph_replays\":%lld,\"graphs_captured\":%lld", fused ? "true" : "false",
+                static_cast<long long>(g.replayed), static_cast<long long>(g.captured));
     if (peak) {
       // The same device in each precision (a CUDA device of its own for each).
       std::printf(",\"gemm_peak_flops\":{");

@@ -13,11 +13,37 @@
 
 namespace tandem {
 
+namespace {
+
+// What keeps a run from the fused step ("" when nothing does): anything that needs a
+// number on the host between the compute and the update.
+std::string fused_step_obstacle(const BspParts& p, int world, bool measure_noise, bool layer_state) {
+  if (world > 1)
+    return fmt::format("{} workers (their gradients are summed between the compute and the update)", world);
+  if (p.cfg.emulation.enabled) return "emulated heterogeneity (it times the compute apart from the update)";
+  if (measure_noise)
+    return "a policy or lr_scaling = 'adascale' (they read the gradient's norm between the compute and the update)";
+  if (layer_state) return "batch norm (its statistics come to the host in every pass)";
+  return "";
+}
+
+}  // namespace
+
 BspStep::BspStep(const BspParts& parts, bool plans_known)
     : p_(parts), rank_(parts.comm.rank()), world_(parts.comm.size()), plans_known_(plans_known),
       has_layer_state_(!parts.model.layer_state().empty()), nonfinite_(parts.cfg.max_nonfinite_steps),
       measure_noise_(!parts.cfg.policy.file.empty() || parts.cfg.adascale_gain()) {
   for (int r = 0; r < world_; ++r) link_delay_ms_ = std::max(link_delay_ms_, p_.emulator.comm_delay_ms(r));
+  const std::string& mode = p_.cfg.fused_step;
+  fused_obstacle_ = fused_step_obstacle(p_, world_, measure_noise_, has_layer_state_);
+  if (mode == "always" && !fused_obstacle_.empty())
+    TANDEM_FAIL_HINT("set fused_step = 'auto', which takes the fused step where the run allows it",
+                     "fused_step = 'always', but this run has ", fused_obstacle_);
+  const bool gpu = p_.model.device().kind() != DeviceKind::cpu;
+  if (fused_obstacle_.empty() && mode == "never") fused_obstacle_ = "fused_step = 'never'";
+  if (fused_obstacle_.empty() && mode == "auto" && !gpu)
+    fused_obstacle_ = "a CPU worker (it saves a GPU's waits; fused_step = 'always' takes it on a CPU too)";
+  fused_ = fused_obstacle_.empty();
 }
 
 StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
@@ -33,7 +59,8 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   now.data_ms = now_ms() - start;
   now.stats_ms = boundary.post_ms();
   boundary.stats_in(t, &now.stats_ms);  // the policy decides while this rank computes
-  const bool finite = compute(x, t, offset, now);
+  const double lr = fused_ ? learning_rate() : 0.0;  // the fused step takes it before it computes
+  const bool finite = fused_ ? compute_fused(x, t, lr, now) : compute(x, t, offset, now);
   now.compute_end_ms = now_ms() - p_.timeline.origin();  // an emulated device's: after emulate()
   Control out = boundary.decide(t, &now.stats_ms);
   emulate(t, now);
@@ -43,7 +70,7 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   r.done = t + 1;
   r.control = synchronize(out, now);
   const double opt_start = now_ms();
-  const bool stepped = update(r.control, t, boundary);
+  const bool stepped = fused_ ? settle_fused(r.control, t, lr) : update(r.control, t, boundary);
   now.optimizer_ms = now_ms() - opt_start;
   p_.progress.samples_drawn = samples_before_ + batch_;
   p_.progress.sample_cursor = span.start + span.size;
@@ -84,6 +111,19 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   if (measure_noise_ && now.local_batch > 0 && finite)
     now.grad_sq = grad_sq / static_cast<double>(now.local_batch * now.local_batch);
   return finite;
+}
+
+bool BspStep::compute_fused(const Tensor& x, int64_t t, double lr, WorkerStats& now) {
+  StepContext ctx;
+  ctx.seed = mix_seed(p_.cfg.seed, static_cast<uint64_t>(t));
+  const double compute_start = now_ms();
+  const FusedResult f = p_.step.fused(x, p_.loader.labels(), ctx, lr, p_.faults.nan_at(t));
+  p_.faults.at(t, "compute");
+  // The update is in it: the optimizer's time is part of the compute's.
+  now.real_compute_ms = now_ms() - compute_start;
+  now.loss_sum = f.loss.loss_sum;
+  now.correct = f.loss.correct;
+  return f.finite;
 }
 
 void BspStep::emulate(int64_t t, WorkerStats& now) {
@@ -131,19 +171,47 @@ Control BspStep::synchronize(const Control& out, WorkerStats& now) {
   return in;
 }
 
+void BspStep::skip(const Control& in, int64_t t) {
+  ++p_.progress.skipped_steps;
+  const bool stop = nonfinite_.skipped();
+  if (rank_ == 0)
+    spdlog::warn("iteration {}: the loss or gradient of rank(s) {} is not finite (NaN or Inf): every rank skips "
+                 "this step ({})", t, in.nonfinite_ranks(), nonfinite_.progress());
+  if (stop)
+    TANDEM_FAIL_HINT("lower the learning rate (lr=...), add warm-up (schedule.warmup_iterations=...), or check "
+                     "the data; resume from the last checkpoint with tandem run --resume RUN_DIR",
+                     nonfinite_.diverged("steps", fmt::format("loss or gradient, the last from rank(s) {} at "
+                                                              "iteration {}", in.nonfinite_ranks(), t)));
+  if (has_layer_state_) p_.model.load_layer_state(layer_state_before_);
+}
+
+double BspStep::learning_rate() const {
+  // The schedule runs on samples drawn, in global batches of B0; the rule of
+  // lr_scaling scales it to this iteration's B (the same on every rank).
+  const int64_t b0 = p_.cfg.global_batch;
+  return p_.schedule.at_position(static_cast<double>(samples_before_) / static_cast<double>(b0)) *
+         lr_batch_scale(p_.cfg.lr_scaling, batch_, b0, p_.progress.noise_scale);
+}
+
+void BspStep::note_update(double lr, int64_t t) {
+  ++p_.progress.version;
+  p_.progress.lr = lr;
+  p_.progress.lr_iteration = t;
+}
+
+bool BspStep::settle_fused(const Control& in, int64_t t, double lr) {
+  if (in.any_nonfinite()) {  // the device skipped the update already
+    skip(in, t);
+    return false;
+  }
+  nonfinite_.finite();
+  note_update(lr, t);
+  return true;
+}
+
 bool BspStep::update(const Control& in, int64_t t, Boundary& boundary) {
   if (in.any_nonfinite()) {
-    ++p_.progress.skipped_steps;
-    const bool stop = nonfinite_.skipped();
-    if (rank_ == 0)
-      spdlog::warn("iteration {}: the loss or gradient of rank(s) {} is not finite (NaN or Inf): every rank skips "
-                   "this step ({})", t, in.nonfinite_ranks(), nonfinite_.progress());
-    if (stop)
-      TANDEM_FAIL_HINT("lower the learning rate (lr=...), add warm-up (schedule.warmup_iterations=...), or check "
-                       "the data; resume from the last checkpoint with tandem run --resume RUN_DIR",
-                       nonfinite_.diverged("steps", fmt::format("loss or gradient, the last from rank(s) {} at "
-                                                                "iteration {}", in.nonfinite_ranks(), t)));
-    if (has_layer_state_) p_.model.load_layer_state(layer_state_before_);
+    skip(in, t);
     return false;
   }
   nonfinite_.finite();
@@ -154,14 +222,8 @@ bool BspStep::update(const Control& in, int64_t t, Boundary& boundary) {
   if (for_policy || p_.cfg.optimizer.clip_grad_norm > 0.0)
     grad_sq = p_.model.device().sum_squares(p_.model.grads().data(), p_.model.param_count());
   if (for_policy) boundary.global_gradient(*grad_sq / static_cast<double>(batch_ * batch_));
-  ++p_.progress.version;
-  // The schedule runs on samples drawn, in global batches of B0; the rule of
-  // lr_scaling scales it to this iteration's B (the same on every rank).
-  const int64_t b0 = p_.cfg.global_batch;
-  const double lr = p_.schedule.at_position(static_cast<double>(samples_before_) / static_cast<double>(b0)) *
-                    lr_batch_scale(p_.cfg.lr_scaling, batch_, b0, p_.progress.noise_scale);
-  p_.progress.lr = lr;
-  p_.progress.lr_iteration = t;
+  const double lr = learning_rate();
+  note_update(lr, t);
   p_.step.update(batch_, lr, grad_sq);
   return true;
 }

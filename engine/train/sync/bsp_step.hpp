@@ -10,7 +10,13 @@
 // A NaN or Inf on any rank: every rank sees the same flags in the Control and skips
 // the update; max_nonfinite_steps in a row end the run. Batch norm's running
 // statistics move in the forward pass, so a skipped step puts them back.
+//
+// One worker may take the fused step instead (fused_step; engine/train/step.hpp):
+// compute, check and update queued on the device at once, the skip of a non-finite
+// step decided there, and on a GPU the whole step one CUDA graph's replay. The host's
+// bookkeeping (the skip's warning and streak, the progress) follows its one read.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/dist/comm.hpp"
@@ -56,17 +62,32 @@ public:
   StepResult run(const Plan& plan, int64_t t, Boundary& boundary);
   // Steps whose real compute outlasted their emulated time (oversubscribed cores).
   int64_t overruns() const { return overruns_; }
+  // Whether iterations take the fused step, and why not when they do not ("" when
+  // they do): for the log.
+  bool fused() const { return fused_; }
+  const std::string& fused_obstacle() const { return fused_obstacle_; }
 
 private:
   // Forward + backward of this rank's slice into `now`; false when the loss or the
   // gradient is not finite.
   bool compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& now);
+  // The fused step over this rank's (the whole) batch, update included; false when
+  // the loss or the gradient is not finite (the device skipped the update).
+  bool compute_fused(const Tensor& x, int64_t t, double lr, WorkerStats& now);
   // Sleeps until the emulated device would be done; sets now.compute_ms.
   void emulate(int64_t t, WorkerStats& now);
   // The arrival and the all-reduce, with `out` riding along.
   Control synchronize(const Control& out, WorkerStats& now);
   // The update, or the skip of a step some rank found not finite.
   bool update(const Control& in, int64_t t, Boundary& boundary);
+  // After a fused step: the bookkeeping of the update the device took, or of its skip.
+  bool settle_fused(const Control& in, int64_t t, double lr);
+  // The skip of a non-finite step: its warning, the streak, batch norm put back.
+  void skip(const Control& in, int64_t t);
+  // This iteration's learning rate (the schedule at the samples drawn, scaled to B),
+  // and its note in the progress once the update is taken.
+  double learning_rate() const;
+  void note_update(double lr, int64_t t);
 
   BspParts p_;
   int rank_, world_;
@@ -81,6 +102,8 @@ private:
   // Whether the workers' and the summed gradient's norms are measured: for the
   // policy's noise estimate, or rank 0's for lr_scaling = 'adascale'.
   bool measure_noise_ = false;
+  bool fused_ = false;
+  std::string fused_obstacle_;
 };
 
 }  // namespace tandem

@@ -30,7 +30,9 @@ const Tensor& BatchLoader::load(int64_t iteration, int64_t offset, int64_t count
 
 void BatchLoader::prefetch(int64_t iteration, int64_t offset, int64_t count) {
   if (dev_.kind() == DeviceKind::cpu) return;
-  fill(current_ ^ 1, Slice{iteration, start_of(iteration), offset, count});
+  const Slice want{iteration, start_of(iteration), offset, count};
+  if (slice_[current_ ^ 1] == want) return;  // queued already
+  fill(current_ ^ 1, want);
 }
 
 }  // namespace tandem

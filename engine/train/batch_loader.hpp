@@ -31,8 +31,9 @@ public:
   void use_positions(const BatchPositions& positions) { positions_ = &positions; }
   // Positions [offset, offset + count) of iteration t's global batch.
   const Tensor& load(int64_t iteration, int64_t offset, int64_t count);
-  // Starts loading a later load()'s batch now. Only a device that computes
-  // asynchronously gains from it; on the CPU it does nothing.
+  // Starts loading a later load()'s batch now (once: the same slice asked again is
+  // already on its way). Only a device that computes asynchronously gains from it; on
+  // the CPU it does nothing.
   void prefetch(int64_t iteration, int64_t offset, int64_t count);
   // The loaded batch's labels, in device memory: count * the data set's
   // targets_per_sample(), sample by sample (a language model's: one per position).

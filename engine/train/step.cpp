@@ -105,6 +105,12 @@ void TrainStep::queue_fused(const Tensor& x, const int32_t* labels, const StepCo
 }
 
 FusedResult TrainStep::fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison) {
+  fused_queue(x, labels, ctx, lr, poison);
+  return fused_finish();
+}
+
+void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison) {
+  TANDEM_CHECK(!queued_, "a fused step queued before the last one was read (a bug in tandem)");
   Device& dev = model_.device();
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   TANDEM_CHECK_HINT(n > 0, "run the step with at least one sample", "a fused step over an empty batch");
@@ -112,15 +118,23 @@ FusedResult TrainStep::fused(const Tensor& x, const int32_t* labels, const StepC
   const double known[] = {lr, static_cast<double>(n) * static_cast<double>(model_.targets_per_sample()),
                           static_cast<double>(optimizer_.steps())};
   scalars_.write(dev, kStepLr, known, 3);
-  FusedResult r;
+  replayed_ = false;
   if (poison || !graphs()) {
     queue_fused(x, labels, ctx, poison);
     ++graph_counts_.eager;
   } else {
-    r.replayed = run_graphed(x, labels, ctx);
+    replayed_ = run_graphed(x, labels, ctx);
   }
+  queued_ = true;
+}
+
+FusedResult TrainStep::fused_finish() {
+  TANDEM_CHECK(queued_, "a fused step read with none queued (a bug in tandem)");
+  queued_ = false;
   // The step's one wait: everything it computed, in one read.
   const StepScalars::Values v = scalars_.read();
+  FusedResult r;
+  r.replayed = replayed_;
   r.finite = v[kStepFinite] != 0.0;
   r.loss.loss_sum = v[kStepLoss];
   r.loss.correct = static_cast<int64_t>(v[kStepCorrect] + 0.5);

@@ -80,6 +80,11 @@ public:
   // before it is checked (fault injection: faults.kind = 'nan'); such a step is never
   // captured. Bit for bit the step compute() + update() take on the same device.
   FusedResult fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison = false);
+  // fused() in its two halves, for a caller that queues more work (the next batch's
+  // gather) before it waits: the step queued ...
+  void fused_queue(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison = false);
+  // ... and its one read (waits for the device).
+  FusedResult fused_finish();
   // Whether fused() captures graphs where the device and the model allow (default on).
   void set_graphs(bool on);
   // Whether fused() would capture graphs: on, the device captures, the model is capturable.
@@ -120,6 +125,7 @@ private:
   int live_graphs_ = 0;       // of graphs_, those captured
   uint64_t graph_epoch_ = 0;  // the device's memory epoch the captured graphs' pointers are of
   GraphCounts graph_counts_;
+  bool queued_ = false, replayed_ = false;  // a fused step queued and not yet read
 };
 
 }  // namespace tandem

@@ -60,7 +60,7 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   now.stats_ms = boundary.post_ms();
   boundary.stats_in(t, &now.stats_ms);  // the policy decides while this rank computes
   const double lr = fused_ ? learning_rate() : 0.0;  // the fused step takes it before it computes
-  const bool finite = fused_ ? compute_fused(x, t, lr, now) : compute(x, t, offset, now);
+  const bool finite = fused_ ? compute_fused(x, plan, t, lr, now) : compute(x, t, offset, now);
   now.compute_end_ms = now_ms() - p_.timeline.origin();  // an emulated device's: after emulate()
   Control out = boundary.decide(t, &now.stats_ms);
   emulate(t, now);
@@ -113,11 +113,19 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   return finite;
 }
 
-bool BspStep::compute_fused(const Tensor& x, int64_t t, double lr, WorkerStats& now) {
+bool BspStep::compute_fused(const Tensor& x, const Plan& plan, int64_t t, double lr, WorkerStats& now) {
   StepContext ctx;
   ctx.seed = mix_seed(p_.cfg.seed, static_cast<uint64_t>(t));
   const double compute_start = now_ms();
-  const FusedResult f = p_.step.fused(x, p_.loader.labels(), ctx, lr, p_.faults.nan_at(t));
+  p_.step.fused_queue(x, p_.loader.labels(), ctx, lr, p_.faults.nan_at(t));
+  // The next batch's gather queued behind the step before the host waits for it, so
+  // a GPU goes from one to the other (run() asks again after the Control, for a plan
+  // it changed; the same slice is not gathered twice).
+  if (t + 1 < p_.total && plans_known_) {
+    p_.positions.resize(t + 1, plan.global_batch());
+    p_.loader.prefetch(t + 1, plan.offset(rank_), plan.local_batch[static_cast<size_t>(rank_)]);
+  }
+  const FusedResult f = p_.step.fused_finish();
   p_.faults.at(t, "compute");
   // The update is in it: the optimizer's time is part of the compute's.
   now.real_compute_ms = now_ms() - compute_start;

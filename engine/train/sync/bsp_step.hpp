@@ -73,7 +73,7 @@ private:
   bool compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& now);
   // The fused step over this rank's (the whole) batch, update included; false when
   // the loss or the gradient is not finite (the device skipped the update).
-  bool compute_fused(const Tensor& x, int64_t t, double lr, WorkerStats& now);
+  bool compute_fused(const Tensor& x, const Plan& plan, int64_t t, double lr, WorkerStats& now);
   // Sleeps until the emulated device would be done; sets now.compute_ms.
   void emulate(int64_t t, WorkerStats& now);
   // The arrival and the all-reduce, with `out` riding along.

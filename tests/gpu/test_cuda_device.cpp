@@ -347,6 +347,65 @@ void check_model(Device& gpu, const std::string& experiment, const std::vector<s
   GPU_CHECK_CLOSE(label, "local batch 0", "parameters", g.model.params().to_host(), c.model.params().to_host(), 1e-4);
 }
 
+// A small GPT's fused step (the experiment's default: no dropout, so capturable) on
+// the GPU captured and replayed, against the same op by op on the GPU (bit for bit)
+// and on the CPU (float rounding). Batched attention GEMMs, layer norm and the causal
+// softmax in a graph: their reductions' scratch is stream-ordered (cudaMallocAsync).
+void check_fused_gpt(Device& gpu) {
+  ModelSpec spec;
+  spec.name = "gpt";
+  spec.input = {32};
+  spec.classes = 64;
+  spec.layers = {{"embedding", {{"n_embd", 64}, {"seq_len", 32}}, "test:1"}};
+  for (int l = 0; l < 2; ++l) spec.layers.push_back({"transformer_block", {{"n_head", 4}, {"n_layer", 2}}, "test:2"});
+  spec.layers.push_back({"layernorm", {}, "test:3"});
+  spec.layers.push_back({"lm_head", {{"tied", 1}}, "test:4"});
+  OptimizerConfig cfg;
+  cfg.name = "adamw";
+  cfg.lr = 1e-3;
+  cfg.clip_grad_norm = 1.0;
+  struct Side {
+    Model model;
+    std::unique_ptr<Optimizer> opt;
+    TrainStep step;
+    Tensor x, labels;
+    Side(Device& d, const ModelSpec& s, const OptimizerConfig& c, bool graphs, const std::vector<float>& tokens,
+         const std::vector<int32_t>& next)
+        : model(d, s, 5), opt(make_optimizer(d, model, c)), step(model, *opt), x(on(d, tokens, {16, 32})),
+          labels(d, {16 * 32}) {
+      step.set_graphs(graphs);
+      std::vector<float> bits(next.size());
+      std::memcpy(bits.data(), next.data(), next.size() * sizeof(int32_t));
+      labels.from_host(bits.data(), bits.size());  // int32 in a float tensor's storage, as DeviceInput keeps them
+    }
+  };
+  std::vector<float> tokens(16 * 32);
+  std::vector<int32_t> next(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<float>((i * 13 + 5) % 64);
+    next[i] = static_cast<int32_t>((i * 13 + 18) % 64);
+  }
+  Side c(cpu_device(), spec, cfg, false, tokens, next), e(gpu, spec, cfg, false, tokens, next),
+      q(gpu, spec, cfg, true, tokens, next);
+  GPU_CHECK("fused", "gpt", "captured", q.step.graphs());
+  StepContext ctx;
+  for (int t = 0; t < 6; ++t) {
+    const std::string shape = "gpt step " + std::to_string(t);
+    const double lr = 1e-3 / (1.0 + 0.1 * t);
+    const FusedResult rc = c.step.fused(c.x, DeviceInput::labels_of(c.labels), ctx, lr);
+    const FusedResult re = e.step.fused(e.x, DeviceInput::labels_of(e.labels), ctx, lr);
+    const FusedResult rq = q.step.fused(q.x, DeviceInput::labels_of(q.labels), ctx, lr);
+    GPU_CHECK("fused", shape, "graph replay's loss bit for bit", rq.loss.loss_sum == re.loss.loss_sum);
+    GPU_CHECK_CLOSE("fused", shape, "loss", std::vector<double>{rq.loss.loss_sum},
+                    std::vector<double>{rc.loss.loss_sum}, 1e-4);
+    GPU_CHECK_CLOSE("fused", shape, "replayed parameters bit for bit", q.model.params().to_host(),
+                    e.model.params().to_host(), 0.0);
+    GPU_CHECK_CLOSE("fused", shape, "parameters", q.model.params().to_host(), c.model.params().to_host(), 1e-4);
+  }
+  // Op by op while its buffers grow, then captured: the last steps are replays.
+  GPU_CHECK("fused", "gpt", "replays", q.step.graph_counts().replayed >= 3);
+}
+
 // The fused step's device ops (kernels/step_rule.hpp) against the CPU's, then the
 // fused step itself: captured in CUDA graphs and replayed, it must train bit for bit
 // what the same step queued op by op trains on the GPU, and what the CPU trains to
@@ -434,6 +493,7 @@ void check_fused(Device& gpu) {
     GPU_CHECK("fused", optimizer, "graphs captured and replayed", n.captured >= 1 && n.replayed >= 4);
     GPU_CHECK("fused", optimizer, "the skipped step not counted", q.opt->steps() == 9 && e.opt->steps() == 9);
   }
+  check_fused_gpt(gpu);
 }
 
 }  // namespace

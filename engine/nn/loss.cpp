@@ -17,7 +17,7 @@ LossResult LossTotals::read() const {
   LossResult r;
   if (!buffer_.defined()) return r;
   double host[2] = {0.0, 0.0};
-  buffer_.device().copy_to_host(reinterpret_cast<float*>(host), buffer_.data(), kFloats);
+  buffer_.device().read_doubles(host, reinterpret_cast<const double*>(buffer_.data()), 2);
   r.loss_sum = host[0];
   r.correct = static_cast<int64_t>(host[1] + 0.5);
   return r;

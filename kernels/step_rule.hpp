@@ -3,8 +3,8 @@
 // indexed by StepSlot) so the update's kernels read them there rather than take
 // them as arguments. Two things need that:
 //  - the fused step (engine/train/step.hpp) decides on the device whether the step
-//    is finite, and what the gradient's scale and AdamW's bias corrections are, so
-//    the host queues the whole step without waiting to read a number back;
+//    is finite and what the gradient's scale is, so the host queues the whole step
+//    without waiting to read a number back;
 //  - a step captured in a CUDA graph is replayed with the arguments it was captured
 //    with: whatever changes from step to step (the learning rate, the update count)
 //    must come from memory the host writes before each replay.
@@ -20,27 +20,29 @@
 
 namespace tandem {
 
-// Where each scalar lives in the block. "host" slots are written before the step;
-// "decided" slots by decide_step() (or by the host, for an update it decided itself).
+// Where each scalar lives in the block. The host writes the first kStepHostSlots
+// before the step (what it knows: the learning rate, the loss terms, the bias
+// corrections of the update count, which a skipped step does not advance); the rest
+// are decided on the device by decide_step(), or written by the host for an update it
+// decided itself (Optimizer::step).
 enum StepSlot : int {
   kStepLr = 0,       // host: the learning rate
   kStepPredictions,  // host: the loss terms the summed gradient stands for (global batch x targets)
-  kStepUpdates,      // host: updates taken before this one (AdamW's bias correction counts them)
-  kStepGradSq,       // the summed gradient's squared norm (Device::sum_squares_into)
+  kStepBias1,        // host: 1 - beta1^(updates + 1), AdamW's bias correction (1 for SGD)
+  kStepBias2,        // host: 1 - beta2^(updates + 1)
+  kStepHostSlots,
+  kStepGradSq = kStepHostSlots,  // the summed gradient's squared norm (Device::sum_squares_into)
   kStepFinite,       // decided: 1 to update, 0 to skip (a NaN or Inf in the loss or the gradient)
   kStepScale,        // decided: the gradient's scale, 1 / predictions times the clipping factor
   kStepNorm,         // decided: the mean gradient's norm before clipping
-  kStepBias1,        // decided: 1 - beta1^(updates + 1)
-  kStepBias2,        // decided: 1 - beta2^(updates + 1)
   kStepLoss,         // decided: the loss sum, copied from the loss totals
   kStepCorrect,      // decided: the correct count, copied likewise
   kStepSlots
 };
 
-// The constants of the rule, fixed for a run (the optimizer's configuration).
+// The constant of the rule, fixed for a run (the optimizer's configuration).
 struct StepRule {
   double max_norm = 0.0;  // clip_grad_norm; 0: no clipping
-  double beta1 = 0.0, beta2 = 0.0;  // AdamW's; 0 for SGD (no bias corrections)
 };
 
 // The scale that makes a SUM gradient over `predictions` loss terms the mean, times
@@ -61,10 +63,9 @@ TANDEM_HOST_DEVICE inline double mean_gradient_scale(double grad_sq, double pred
 
 // From the host slots, kStepGradSq and the loss totals (2 doubles: the loss sum and
 // the correct count), the decided slots. A step whose loss or gradient is not finite
-// is skipped: its update count does not move.
+// is skipped.
 TANDEM_HOST_DEVICE inline void decide_step(double* s, const double* totals, StepRule rule) {
   using std::isfinite;
-  using std::pow;
   s[kStepLoss] = totals[0];
   s[kStepCorrect] = totals[1];
   const bool finite = isfinite(totals[0]) && isfinite(s[kStepGradSq]);
@@ -72,9 +73,6 @@ TANDEM_HOST_DEVICE inline void decide_step(double* s, const double* totals, Step
   double norm = 0.0;
   s[kStepScale] = mean_gradient_scale(s[kStepGradSq], s[kStepPredictions], rule.max_norm, &norm);
   s[kStepNorm] = norm;
-  const double t = s[kStepUpdates] + 1.0;  // in double, then rounded by the kernels: nothing lost for large t
-  s[kStepBias1] = 1.0 - pow(rule.beta1, t);
-  s[kStepBias2] = 1.0 - pow(rule.beta2, t);
 }
 
 }  // namespace tandem

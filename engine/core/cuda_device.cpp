@@ -136,6 +136,10 @@ public:
 
   float* allocate(size_t count) override {
     void* p = pool_.allocate(std::max<size_t>(count, 1) * sizeof(float));
+    if (!p && capturing_)
+      TANDEM_FAIL("an allocation of ", count * sizeof(float), " bytes on ", name_,
+                  " during a graph capture, which the memory pool's cache could not serve (the step is then run op "
+                  "by op)");
     if (!p)
       TANDEM_FAIL_HINT("reduce the local batch (policy.max_batch caps it per worker) or the model",
                        "out of GPU memory on ", name_, " allocating ", count * sizeof(float), " bytes (",
@@ -437,10 +441,14 @@ public:
     TANDEM_CHECK(!capturing_, "begin_capture on ", name_, " while a capture is under way (a bug in tandem)");
     TANDEM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
+    // cudaMalloc and cudaFree are illegal in a capture: a block the cache lacks fails
+    // the allocation at once (and the capture), without emptying the cache.
+    pool_.set_raw_calls(false);
   }
   int end_capture() override {
     TANDEM_CHECK(capturing_, "end_capture on ", name_, " with no capture under way (a bug in tandem)");
     capturing_ = false;
+    pool_.set_raw_calls(true);
     cudaGraph_t graph = nullptr;
     TANDEM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     cudaGraphExec_t exec = nullptr;
@@ -453,6 +461,7 @@ public:
   void abort_capture() override {
     if (!capturing_) return;
     capturing_ = false;
+    pool_.set_raw_calls(true);
     cudaGraph_t graph = nullptr;
     (void)cudaStreamEndCapture(stream_, &graph);  // reports the capture's failure: the caller has it
     if (graph) cudaGraphDestroy(graph);
@@ -467,7 +476,9 @@ public:
     const auto it = graphs_.find(graph);
     if (it == graphs_.end()) return;
     // A launch still running keeps its graph alive: destroying the executable is safe.
-    TANDEM_CUDA_CHECK(cudaGraphExecDestroy(it->second));
+    // Not checked: after a fault every call fails, and this runs from destructors.
+    (void)cudaGraphExecDestroy(it->second);
+    (void)cudaGetLastError();
     graphs_.erase(it);
   }
   uint64_t memory_epoch() const override { return pool_.events(); }

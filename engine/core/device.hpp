@@ -201,8 +201,8 @@ public:
   // the device (kernels/step_rule.hpp).
   virtual void sum_squares_into(const float* x, size_t count, double* out) = 0;
   // decide_step(step, totals, rule) of kernels/step_rule.hpp on the device: whether
-  // the step is finite, the gradient's scale, the bias corrections (step: StepSlot
-  // doubles; totals: the loss totals, 2 doubles; both device memory).
+  // the step is finite and the gradient's scale (step: StepSlot doubles; totals: the
+  // loss totals, 2 doubles; both device memory).
   virtual void decide_step(double* step, const double* totals, const StepRule& rule) = 0;
   // A few doubles (at most kMaxWrite) from the host into device memory, queued in
   // order with the ops around it: the host does not wait, and may reuse src at once.
@@ -246,6 +246,7 @@ public:
   // is under way).
   virtual void abort_capture() {}
   virtual void replay(int graph);
+  // Never throws: it runs from destructors, maybe after a fault.
   virtual void drop_graph(int graph);
   // Changes whenever device memory is allocated or freed: a captured graph holds raw
   // pointers, so it stays valid only while this has not moved since its capture.

@@ -20,6 +20,7 @@ void* MemoryPool::allocate(size_t bytes) {
     it->second.pop_back();
     cached_ -= cls;
   } else {
+    if (!raw_calls_) return nullptr;
     p = raw_allocate_(cls);
     if (!p && cached_ > 0) {  // the cache may hold what the driver lacks
       release_cached();

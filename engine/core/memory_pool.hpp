@@ -26,8 +26,12 @@ public:
   MemoryPool& operator=(const MemoryPool&) = delete;
 
   static size_t size_class(size_t bytes);
-  // nullptr when even an emptied cache leaves the driver without the memory.
+  // nullptr when even an emptied cache leaves the driver without the memory, or when
+  // the cache lacks the block and raw calls are off.
   void* allocate(size_t bytes);
+  // Whether a cache miss may call the driver (off while a CUDA graph is captured:
+  // cudaMalloc and cudaFree are illegal then).
+  void set_raw_calls(bool on) { raw_calls_ = on; }
   void deallocate(void* p);
   // Hands every cached (free) block back to the driver.
   void release_cached();
@@ -46,6 +50,7 @@ private:
   std::unordered_map<void*, size_t> live_;        // block -> its size class
   size_t in_use_ = 0, cached_ = 0, raw_count_ = 0;
   uint64_t events_ = 0;
+  bool raw_calls_ = true;
 };
 
 }  // namespace tandem

@@ -26,24 +26,29 @@ double gradient_scale(double grad_sq, double predictions, double max_norm, doubl
 StepRule Optimizer::rule() const {
   StepRule r;
   r.max_norm = cfg_.clip_grad_norm;
-  if (cfg_.name == "adamw") {
-    r.beta1 = cfg_.beta1;
-    r.beta2 = cfg_.beta2;
-  }
   return r;
+}
+
+void Optimizer::host_slots(double lr, double predictions, double* out) const {
+  // In double, then rounded by the kernels: 1 - beta^t loses nothing for large t.
+  // On the host in both ways of updating, so both round the same doubles.
+  const bool adam = cfg_.name == "adamw";
+  const double t = static_cast<double>(steps_) + 1.0;
+  out[kStepLr] = lr;
+  out[kStepPredictions] = predictions;
+  out[kStepBias1] = adam ? 1.0 - std::pow(cfg_.beta1, t) : 1.0;
+  out[kStepBias2] = adam ? 1.0 - std::pow(cfg_.beta2, t) : 1.0;
 }
 
 void Optimizer::step(Tensor& params, const Tensor& grads, double lr, double grad_scale) {
   TANDEM_CHECK(grad_scale > 0.0, "optimizer step with gradient scale ", grad_scale);
   TANDEM_CHECK(params.numel() == grads.numel(), "parameter and gradient buffers differ in size");
-  // The slots decide_step would fill, filled here: the same doubles (bias corrections
-  // in double, then rounded by the kernels), so both ways update alike.
-  const StepRule r = rule();
-  const double t = static_cast<double>(steps_) + 1.0;
-  const double v[] = {lr, 0.0, static_cast<double>(steps_), 0.0, 1.0, grad_scale, 0.0,
-                      1.0 - std::pow(r.beta1, t), 1.0 - std::pow(r.beta2, t)};
-  static_assert(sizeof(v) / sizeof(v[0]) == kStepBias2 + 1, "one value per slot up to the bias corrections");
-  scalars_.write(dev_, kStepLr, v, kStepBias2 + 1);
+  // The slots decide_step would fill, filled here for an update the caller decided.
+  double v[kStepScale + 1] = {};
+  host_slots(lr, 0.0, v);
+  v[kStepFinite] = 1.0;
+  v[kStepScale] = grad_scale;
+  scalars_.write(dev_, kStepLr, v, kStepScale + 1);
   apply(params, grads, scalars_.on(dev_));
   ++steps_;
 }

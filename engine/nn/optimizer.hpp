@@ -29,8 +29,11 @@ public:
   // the device skips it when step[kStepFinite] is 0. The update count is then the
   // caller's to keep (set_steps), once it has read whether the update was taken.
   virtual void apply(Tensor& params, const Tensor& grads, const double* step) = 0;
-  // The constants decide_step needs: the clipping norm, and AdamW's betas (0 for SGD).
+  // The constant decide_step needs: the clipping norm.
   StepRule rule() const;
+  // The host's slots of the next update (kernels/step_rule.hpp: lr, predictions, the
+  // bias corrections of update steps() + 1), into out[0, kStepHostSlots).
+  void host_slots(double lr, double predictions, double* out) const;
   // The buffers an update reads and writes besides the parameters, each one float per
   // parameter, in a fixed order (SGD: its momentum, when it has one; AdamW: m then v).
   virtual std::vector<Tensor*> state() = 0;

@@ -115,9 +115,9 @@ void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepCo
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   TANDEM_CHECK_HINT(n > 0, "run the step with at least one sample", "a fused step over an empty batch");
   // What the host knows before the step, written ahead of it in the device's order.
-  const double known[] = {lr, static_cast<double>(n) * static_cast<double>(model_.targets_per_sample()),
-                          static_cast<double>(optimizer_.steps())};
-  scalars_.write(dev, kStepLr, known, 3);
+  double known[kStepHostSlots];
+  optimizer_.host_slots(lr, static_cast<double>(n) * static_cast<double>(model_.targets_per_sample()), known);
+  scalars_.write(dev, kStepLr, known, kStepHostSlots);
   replayed_ = false;
   if (poison || !graphs()) {
     queue_fused(x, labels, ctx, poison);
@@ -153,7 +153,8 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     ++graph_counts_.invalidated;
   }
   const int64_t n = x.dim(0);
-  Graph& g = graphs_[GraphKey{x.data(), labels, n, x.numel() / n, ctx.first_sample}];
+  const GraphKey key{x.data(), labels, n, x.numel() / n, ctx.first_sample};
+  Graph& g = graphs_[key];
   if (g.id >= 0) {
     dev.replay(g.id);
     ++graph_counts_.replayed;
@@ -168,6 +169,8 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     ++graph_counts_.eager;
     return false;
   }
+  if (live_graphs_ >= kMaxGraphs) drop_graphs();  // many inputs (batch sizes): start over
+  Graph& g2 = graphs_[key];  // drop_graphs() may have removed g
   const uint64_t before = dev.memory_epoch();
   int id = -1;
   try {
@@ -175,10 +178,14 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     queue_fused(x, labels, ctx, false);
     id = dev.end_capture();
   } catch (const std::exception& e) {
+    // Nothing ran (a capture runs nothing): the step runs op by op. This input is not
+    // tried again, and after a few such failures no input is.
     dev.abort_capture();
-    spdlog::warn("the training step could not be captured in a graph on {} ({}): it runs op by op from now on",
-                 dev.name(), e.what());
-    set_graphs(false);
+    g2.refused = true;
+    const bool give_up = ++capture_failures_ >= kMaxCaptureFailures;
+    spdlog::warn("the training step could not be captured in a graph on {} ({}): {}", dev.name(), e.what(),
+                 give_up ? "it runs op by op from now on" : "this input runs op by op");
+    if (give_up) set_graphs(false);
     queue_fused(x, labels, ctx, false);
     ++graph_counts_.eager;
     return false;
@@ -187,13 +194,13 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     // The capture took memory (a pool block its ops now point into) that the next
     // free could hand to someone else: never replay it.
     dev.drop_graph(id);
-    g.refused = true;
+    g2.refused = true;
     queue_fused(x, labels, ctx, false);
     ++graph_counts_.eager;
     return false;
   }
   // A capture runs nothing: the step runs as the graph's first replay.
-  g.id = id;
+  g2.id = id;
   ++live_graphs_;
   graph_epoch_ = dev.memory_epoch();
   dev.replay(id);

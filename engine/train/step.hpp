@@ -123,6 +123,8 @@ private:
   bool graphs_on_ = true;
   std::map<GraphKey, Graph> graphs_;
   int live_graphs_ = 0;       // of graphs_, those captured
+  int capture_failures_ = 0;  // captures that threw
+  static constexpr int kMaxGraphs = 16, kMaxCaptureFailures = 3;
   uint64_t graph_epoch_ = 0;  // the device's memory epoch the captured graphs' pointers are of
   GraphCounts graph_counts_;
   bool queued_ = false, replayed_ = false;  // a fused step queued and not yet read

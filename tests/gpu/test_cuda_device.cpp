@@ -135,9 +135,9 @@ void check_sequence_ops(Device& gpu) {
     d.add_inplace(u.h.data(), u.x.data() + 2, static_cast<size_t>(qkv - 2));
     d.heads_permute(u.x.data(), u.h.data(), batch, seq, 3, heads, head_dim, false);  // x = the inverse of h
     d.fill(u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2), 1e-3f);  // v >= 0, as AdamW keeps it
-    // lr, predictions, updates, grad_sq, finite, scale, norm, bias corrections 1 and 2 (kernels/step_rule.hpp)
-    const double step[] = {1e-2, 0.0, 0.0, 0.0, 1.0, 0.5, 0.0, 0.19, 0.0975};
-    scalars[&d].write(d, kStepLr, step, kStepBias2 + 1);
+    // lr, predictions, bias corrections 1 and 2, grad_sq, finite, scale (kernels/step_rule.hpp)
+    const double step[] = {1e-2, 0.0, 0.19, 0.0975, 0.0, 1.0, 0.5};
+    scalars[&d].write(d, kStepLr, step, kStepScale + 1);
     d.adamw_step(u.w.data(), u.dw.data(), u.dp.data(), u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2),
                  scalars[&d].on(d), 0.9f, 0.95f, 1e-8f, 0.1f);
   });
@@ -418,14 +418,14 @@ void check_fused(Device& gpu) {
   double* dg = sg.on(gpu);
   gpu.sum_squares_into(gg.data(), 1000, dg + kStepGradSq);
   const double host_sq = gpu.sum_squares(gg.data(), 1000);
-  const double known[] = {0.1, 64.0, 41.0};  // lr, predictions, updates so far
-  sg.write(gpu, kStepLr, known, 3);
-  sc.write(cpu, kStepLr, known, 3);
+  const double known[] = {0.1, 64.0, 0.5, 0.25};  // lr, predictions, bias corrections
+  sg.write(gpu, kStepLr, known, kStepHostSlots);
+  sc.write(cpu, kStepLr, known, kStepHostSlots);
   StepScalars totals_g, totals_c;  // its first two slots stand in for the loss totals
   const double totals[] = {12.5, 40.0};
   totals_g.write(gpu, 0, totals, 2);
   totals_c.write(cpu, 0, totals, 2);
-  const StepRule rule{0.01, 0.9, 0.95};
+  const StepRule rule{0.01};
   gpu.decide_step(dg, totals_g.on(gpu), rule);
   StepScalars::Values vg = sg.read();
   GPU_CHECK("sum_squares_into", "1000", "the host's sum_squares", vg[kStepGradSq] == host_sq);

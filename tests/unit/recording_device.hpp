@@ -6,7 +6,8 @@
 // runs the recording again. What a capture cannot hold fails as it does on a GPU: an
 // op whose result comes back to the host (a read, a sum returned, a synchronize).
 // Allocation during a capture is allowed and moves the memory epoch, as the CUDA
-// device's pool does. refuse(op) makes that op fail during a capture too, to test
+// device's pool does for a block its cache holds (a miss fails there, as refuse()
+// makes an op fail here). refuse(op) makes that op fail during a capture, to test
 // the fallback.
 #include <functional>
 #include <map>

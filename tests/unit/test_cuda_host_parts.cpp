@@ -95,6 +95,28 @@ BOOST_AUTO_TEST_CASE(pool_empties_its_cache_before_giving_up) {
   pool.deallocate(b);
 }
 
+BOOST_AUTO_TEST_CASE(pool_without_raw_calls_serves_only_from_its_cache) {
+  // While a CUDA graph is captured, cudaMalloc and cudaFree are illegal: a miss fails
+  // at once and the cache stays as it was.
+  FakeDriver driver;
+  MemoryPool pool = driver.pool();
+  void* a = pool.allocate(4096);
+  pool.deallocate(a);
+  const uint64_t events = pool.events();
+  pool.set_raw_calls(false);
+  void* b = pool.allocate(4000);  // the cached block's class
+  BOOST_TEST(b == a);
+  BOOST_TEST(pool.allocate(1u << 20) == nullptr);
+  BOOST_TEST(driver.allocations == 1u);
+  BOOST_TEST(driver.frees == 0u, "a miss does not empty the cache");
+  BOOST_TEST(pool.events() == events + 1, "the hit moved the memory epoch, the miss did not");
+  pool.set_raw_calls(true);
+  void* c = pool.allocate(1u << 20);
+  BOOST_TEST(c != nullptr);
+  pool.deallocate(b);
+  pool.deallocate(c);
+}
+
 BOOST_AUTO_TEST_CASE(pool_rejects_a_double_free) {
   FakeDriver driver;
   MemoryPool pool = driver.pool();

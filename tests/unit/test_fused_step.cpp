@@ -193,18 +193,30 @@ BOOST_AUTO_TEST_CASE(a_poisoned_step_runs_op_by_op_and_is_skipped_on_the_device)
   BOOST_TEST(graphed.optimizer->steps() == 7);
 }
 
-BOOST_AUTO_TEST_CASE(a_capture_that_fails_falls_back_to_op_by_op_for_good) {
+BOOST_AUTO_TEST_CASE(a_capture_that_fails_falls_back_to_op_by_op) {
+  // An op the capture refuses: that input runs op by op from then on (and trains as
+  // ever); after three inputs failed, the step stops trying graphs at all.
   test::RecordingDevice rec;
   rec.refuse("decide_step");
   Worker graphed(rec, config("sgd", 0.0)), plain(cpu_device(), config("sgd", 0.0));
-  const Batch g(rec, 8, 6), p(cpu_device(), 8, 6);
-  for (int t = 0; t < 6; ++t) {
-    const FusedResult a = graphed.step.fused(g.x, g.labels.data(), context(t), lr_at(t));
-    plain.step.fused(p.x, p.labels.data(), context(t), lr_at(t));
+  const Batch g1(rec, 8, 6), g2(rec, 7, 7), g3(rec, 6, 8), g4(rec, 5, 9);
+  const Batch p1(cpu_device(), 8, 6), p2(cpu_device(), 7, 7), p3(cpu_device(), 6, 8), p4(cpu_device(), 5, 9);
+  const Batch* gs[] = {&g1, &g2, &g3, &g4};
+  const Batch* ps[] = {&p1, &p2, &p3, &p4};
+  int t = 0;
+  auto both = [&](int input) {
+    const FusedResult a = graphed.step.fused(gs[input]->x, gs[input]->labels.data(), context(t), lr_at(t));
+    plain.step.fused(ps[input]->x, ps[input]->labels.data(), context(t), lr_at(t));
     BOOST_TEST(!a.replayed);
     check_same(graphed, plain, "step " + std::to_string(t));
-  }
-  BOOST_TEST(!graphed.step.graphs());
+    ++t;
+  };
+  for (int i = 0; i < 5; ++i) both(0);  // the first input: warmed, its capture fails, op by op
+  BOOST_TEST(graphed.step.graphs(), "one input's failure leaves graphs on");
+  for (int input : {1, 2})
+    for (int i = 0; i < 3; ++i) both(input);
+  BOOST_TEST(!graphed.step.graphs(), "three failed inputs turn graphs off");
+  for (int i = 0; i < 3; ++i) both(3);
   BOOST_TEST(graphed.step.graph_counts().captured == 0);
   BOOST_TEST(rec.graphs_held() == 0u);
 }

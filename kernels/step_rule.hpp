@@ -12,11 +12,7 @@
 // kernel (plain C++ here, CUDA-annotated under nvcc), so both decide alike.
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define TANDEM_HOST_DEVICE __host__ __device__
-#else
-#define TANDEM_HOST_DEVICE
-#endif
+#include "kernels/host_device.hpp"
 
 namespace tandem {
 
@@ -30,6 +26,8 @@ enum StepSlot : int {
   kStepPredictions,  // host: the loss terms the summed gradient stands for (global batch x targets)
   kStepBias1,        // host: 1 - beta1^(updates + 1), AdamW's bias correction (1 for SGD)
   kStepBias2,        // host: 1 - beta2^(updates + 1)
+  kStepSeedHigh,     // host: the iteration's seed (dropout masks), its high 32 bits ...
+  kStepSeedLow,      // ... and its low ones (kernels/dropout_seed.hpp)
   kStepHostSlots,
   kStepGradSq = kStepHostSlots,  // the summed gradient's squared norm (Device::sum_squares_into)
   kStepFinite,       // decided: 1 to update, 0 to skip (a NaN or Inf in the loss or the gradient)

@@ -166,13 +166,13 @@ public:
                           float* dx) override {
     cpu::batchnorm_backward(dy, xhat, gamma, invstd, sums, count, batch, channels, spatial, dx);
   }
-  void dropout_forward(const float* x, float* y, int rows, int cols, float p, uint64_t seed,
+  void dropout_forward(const float* x, float* y, int rows, int cols, float p, const DropoutSeed& seed,
                        int64_t first_row) override {
-    cpu::dropout_forward(x, y, rows, cols, p, seed, first_row);
+    cpu::dropout_forward(x, y, rows, cols, p, key_of(seed), first_row);
   }
-  void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed,
+  void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, const DropoutSeed& seed,
                         int64_t first_row) override {
-    cpu::dropout_backward(dy, dx, rows, cols, p, seed, first_row);
+    cpu::dropout_backward(dy, dx, rows, cols, p, key_of(seed), first_row);
   }
   void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
                          double* totals, bool accumulate) override {
@@ -268,6 +268,11 @@ public:
   uint64_t memory_epoch() const override { return epoch_.load(); }
 
 private:
+  // A mask's key: the iteration's seed is host memory here wherever it lies.
+  static uint64_t key_of(const DropoutSeed& s) {
+    return dropout_key(s.on_device ? seed_of_halves(s.on_device) : s.iteration, s);
+  }
+
   // A GEMM operand as stored (row-major): rows x cols, op(X) being rows x cols or
   // its transpose.
   struct Shape {

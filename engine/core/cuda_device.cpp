@@ -297,13 +297,20 @@ public:
     cudnn_->maxpool_backward(x, y, dy, n, c, h, w, k, stride, dx);
   }
 
-  void dropout_forward(const float* x, float* y, int rows, int cols, float p, uint64_t seed,
+  // A seed in device memory is mixed by the kernel; a value, on the host.
+  void dropout_forward(const float* x, float* y, int rows, int cols, float p, const DropoutSeed& seed,
                        int64_t first_row) override {
-    cuda::dropout_forward(x, y, rows, cols, p, seed, first_row, stream_);
+    if (seed.on_device)
+      cuda::dropout_forward(x, y, rows, cols, p, seed, first_row, stream_);
+    else
+      cuda::dropout_forward(x, y, rows, cols, p, dropout_key(seed.iteration, seed), first_row, stream_);
   }
-  void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed,
+  void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, const DropoutSeed& seed,
                         int64_t first_row) override {
-    cuda::dropout_backward(dy, dx, rows, cols, p, seed, first_row, stream_);
+    if (seed.on_device)
+      cuda::dropout_backward(dy, dx, rows, cols, p, seed, first_row, stream_);
+    else
+      cuda::dropout_backward(dy, dx, rows, cols, p, dropout_key(seed.iteration, seed), first_row, stream_);
   }
   void global_avgpool_forward(const float* x, int batch, int channels, int spatial, float* y) override {
     cuda::global_avgpool_forward(x, batch, channels, spatial, y, stream_);

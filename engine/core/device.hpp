@@ -11,6 +11,7 @@
 #include "engine/core/precision.hpp"
 #include "kernels/activation.hpp"  // which activation a fused bias+activation op applies
 #include "kernels/byte_rows.hpp"   // the rows a batch is gathered from on the device
+#include "kernels/dropout_seed.hpp"  // where a dropout mask's seed comes from
 #include "kernels/step_rule.hpp"   // the scalars of an update, in device memory
 
 namespace tandem {
@@ -103,11 +104,13 @@ public:
                                 int channels, int height, int width, int k, int stride, float* dx) = 0;
 
   // Inverted dropout with a counter-based mask: element i of row r is kept iff
-  // hash(seed, first_row + r, i) >= p. Keyed by the sample's global position so the
-  // mask does not depend on how the global batch is split across workers.
-  virtual void dropout_forward(const float* x, float* y, int rows, int cols, float p, uint64_t seed,
+  // hash(key, first_row + r, i) >= p, key = dropout_key(the iteration's seed, seed)
+  // (kernels/dropout_seed.hpp: the iteration's seed a value, or in device memory for
+  // a captured step). Keyed by the sample's global position so the mask does not
+  // depend on how the global batch is split across workers.
+  virtual void dropout_forward(const float* x, float* y, int rows, int cols, float p, const DropoutSeed& seed,
                                int64_t first_row) = 0;
-  virtual void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed,
+  virtual void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, const DropoutSeed& seed,
                                 int64_t first_row) = 0;
 
   // Global average pooling, [batch, channels, spatial] -> [batch, channels], and back.

@@ -4,6 +4,8 @@
 // standard library, which std::uniform_*_distribution does not promise.
 #include <cstdint>
 
+#include "kernels/dropout_seed.hpp"
+
 namespace tandem {
 
 class Rng {
@@ -39,9 +41,7 @@ private:
 };
 
 // Mixes several values into one seed (seed, epoch, iteration, ...).
-inline uint64_t mix_seed(uint64_t a, uint64_t b) {
-  Rng r(a ^ (b * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
-  return r.next_u64();
-}
+// (Rng(a ^ (b * golden + constant)).next_u64(), shared with the kernels.)
+inline uint64_t mix_seed(uint64_t a, uint64_t b) { return seed_mix(a, b); }
 
 }  // namespace tandem

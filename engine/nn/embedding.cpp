@@ -56,16 +56,16 @@ const Tensor& Embedding::forward(const Tensor& x, const StepContext& ctx) {
   // In place: the mask is a pure function of (seed, sample, element), so backward
   // recomputes it and nothing needs the values before dropout.
   if (dropped_)
-    dev_.dropout_forward(y_.data(), y_.data(), n, seq_ * n_embd_, dropout_, mix_seed(ctx.seed, salt_),
-                         ctx.first_sample);
+    dev_.dropout_forward(y_.data(), y_.data(), n, seq_ * n_embd_, dropout_,
+                         DropoutSeed{ctx.seed, ctx.seed_on_device, salt_}, ctx.first_sample);
   return y_;
 }
 
 const Tensor& Embedding::backward(const Tensor& dy, bool, const StepContext& ctx) {
   const int n = static_cast<int>(tokens_.dim(0));
   if (dropped_)
-    dev_.dropout_backward(dy.data(), dy.data(), n, seq_ * n_embd_, dropout_, mix_seed(ctx.seed, salt_),
-                          ctx.first_sample);
+    dev_.dropout_backward(dy.data(), dy.data(), n, seq_ * n_embd_, dropout_,
+                          DropoutSeed{ctx.seed, ctx.seed_on_device, salt_}, ctx.first_sample);
   if (!tied_) dev_.fill(dwte_, static_cast<size_t>(vocab_) * n_embd_, 0.0f);
   dev_.embedding_backward(tokens_.data(), dy.data(), n, seq_, n_embd_, vocab_, dwte_, dwpe_);
   // The device op overwrites the rows of the positions seen; positions past a

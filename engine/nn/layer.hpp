@@ -34,7 +34,11 @@ struct StepContext {
   bool training = true;
   BatchReducer* reducer = nullptr;  // null: this worker's batch is the whole batch
   bool update_running_stats = true;  // false for steps that are not training (calibration)
-  uint64_t seed = 0;         // per-iteration seed (dropout masks)
+  uint64_t seed = 0;         // per-iteration seed (dropout masks) ...
+  // ... or, when set, where it lies in device memory (the fused step's scalars: its
+  // high and low 32 bits as 2 doubles), so a captured step replays with the next
+  // step's seed (kernels/dropout_seed.hpp).
+  const double* seed_on_device = nullptr;
   int64_t first_sample = 0;  // position of this worker's first sample in the global batch
 };
 
@@ -67,7 +71,7 @@ public:
   virtual void load_state(const std::vector<double>& in, size_t* at) {}
   // Whether a training step through this layer can be captured once and replayed
   // (Device::begin_capture): not when it reads numbers back mid-step (batch norm's
-  // sums) or hands a kernel a value that changes every step (dropout's seed).
+  // sums). (Dropout reads the iteration's seed from StepContext::seed_on_device.)
   virtual bool capturable() const { return true; }
 
 protected:

@@ -33,7 +33,8 @@ const Tensor& Dropout::forward(const Tensor& x, const StepContext& ctx) {
   if (!active_) return y_ = x;
   y_.ensure(dev_, x.shape());
   const int rows = static_cast<int>(x.dim(0)), cols = static_cast<int>(x.numel() / std::max<int64_t>(x.dim(0), 1));
-  dev_.dropout_forward(x.data(), y_.data(), rows, cols, p_, mix_seed(ctx.seed, salt_), ctx.first_sample);
+  dev_.dropout_forward(x.data(), y_.data(), rows, cols, p_, DropoutSeed{ctx.seed, ctx.seed_on_device, salt_},
+                       ctx.first_sample);
   return y_;
 }
 
@@ -42,7 +43,8 @@ const Tensor& Dropout::backward(const Tensor& dy, bool need_dx, const StepContex
   if (!active_) return dx_ = dy;
   dx_.ensure(dev_, dy.shape());
   const int rows = static_cast<int>(dy.dim(0)), cols = static_cast<int>(dy.numel() / std::max<int64_t>(dy.dim(0), 1));
-  dev_.dropout_backward(dy.data(), dx_.data(), rows, cols, p_, mix_seed(ctx.seed, salt_), ctx.first_sample);
+  dev_.dropout_backward(dy.data(), dx_.data(), rows, cols, p_, DropoutSeed{ctx.seed, ctx.seed_on_device, salt_},
+                        ctx.first_sample);
   return dx_;
 }
 

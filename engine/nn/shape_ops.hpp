@@ -26,7 +26,6 @@ public:
   const Shape& output_shape() const override { return shape_; }
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
-  bool capturable() const override { return p_ == 0.0f; }  // the mask's seed is an argument
 
 private:
   Shape shape_;

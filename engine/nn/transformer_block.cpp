@@ -98,8 +98,8 @@ void TransformerBlock::init_params(Rng& rng) {
 }
 
 void TransformerBlock::drop(const float* in, float* out, int n, int64_t cols, Site site, const StepContext& ctx) {
-  dev_.dropout_forward(in, out, n, static_cast<int>(cols), dropout_, mix_seed(mix_seed(ctx.seed, salt_), site),
-                       ctx.first_sample);
+  dev_.dropout_forward(in, out, n, static_cast<int>(cols), dropout_,
+                       DropoutSeed{ctx.seed, ctx.seed_on_device, salt_, site, true}, ctx.first_sample);
 }
 
 void TransformerBlock::add_branch(const Tensor& branch, Tensor& buf, float* stream, Site site,

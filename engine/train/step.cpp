@@ -114,16 +114,21 @@ void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepCo
   Device& dev = model_.device();
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   TANDEM_CHECK_HINT(n > 0, "run the step with at least one sample", "a fused step over an empty batch");
-  // What the host knows before the step, written ahead of it in the device's order.
+  // What the host knows before the step, written ahead of it in the device's order:
+  // the update's scalars and the iteration's seed, which dropout reads there.
   double known[kStepHostSlots];
   optimizer_.host_slots(lr, static_cast<double>(n) * static_cast<double>(model_.targets_per_sample()), known);
+  known[kStepSeedHigh] = static_cast<double>(ctx.seed >> 32);
+  known[kStepSeedLow] = static_cast<double>(ctx.seed & 0xffffffffULL);
   scalars_.write(dev, kStepLr, known, kStepHostSlots);
+  StepContext c = ctx;
+  c.seed_on_device = scalars_.on(dev) + kStepSeedHigh;
   replayed_ = false;
   if (poison || !graphs()) {
-    queue_fused(x, labels, ctx, poison);
+    queue_fused(x, labels, c, poison);
     ++graph_counts_.eager;
   } else {
-    replayed_ = run_graphed(x, labels, ctx);
+    replayed_ = run_graphed(x, labels, c);
   }
   queued_ = true;
 }

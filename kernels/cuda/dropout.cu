@@ -31,9 +31,13 @@ __host__ __device__ __forceinline__ float hash_uniform(uint64_t key) {
 }
 
 // in and out may be the same buffer: each element is read and written by one thread.
+// With `from` set, the key is mixed from the iteration's seed in device memory (each
+// thread mixes it: two splitmix rounds, nothing beside the loads), else `seed` is it.
 template <typename Index>
 __global__ void __launch_bounds__(kBlock) dropout_kernel(const float* in, float* out, Index count, Index cols,
-                                                         float p, float scale, uint64_t seed, int64_t first_row) {
+                                                         float p, float scale, uint64_t seed, int64_t first_row,
+                                                         DropoutSeed from) {
+  if (from.on_device) seed = dropout_key(seed_of_halves(from.on_device), from);
   const Index step = static_cast<Index>(gridDim.x) * (kBlock * kUnroll);
   for (Index base = static_cast<Index>(blockIdx.x) * (kBlock * kUnroll) + threadIdx.x; base < count; base += step) {
     float v[kUnroll];
@@ -56,7 +60,7 @@ __global__ void __launch_bounds__(kBlock) dropout_kernel(const float* in, float*
 }
 
 void apply_mask(const char* op, const float* in, float* out, int rows, int cols, float p, uint64_t seed,
-                int64_t first_row, cudaStream_t stream) {
+                int64_t first_row, const DropoutSeed& from, cudaStream_t stream) {
   TANDEM_CHECK(rows >= 0 && cols >= 0, op, ": rows ", rows, " and cols ", cols, " must not be negative");
   TANDEM_CHECK(p >= 0.0f && p <= 1.0f, op, ": the drop probability ", p, " is outside [0, 1]");
   const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(cols);
@@ -66,10 +70,12 @@ void apply_mask(const char* op, const float* in, float* out, int rows, int cols,
   const unsigned blocks = detail::blocks_for(count, static_cast<size_t>(kBlock) * kUnroll);
   if (detail::fits_32bit(count))
     dropout_kernel<uint32_t><<<blocks, kBlock, 0, stream>>>(in, out, static_cast<uint32_t>(count),
-                                                            static_cast<uint32_t>(cols), p, scale, seed, first_row);
+                                                            static_cast<uint32_t>(cols), p, scale, seed, first_row,
+                                                            from);
   else
     dropout_kernel<uint64_t><<<blocks, kBlock, 0, stream>>>(in, out, static_cast<uint64_t>(count),
-                                                            static_cast<uint64_t>(cols), p, scale, seed, first_row);
+                                                            static_cast<uint64_t>(cols), p, scale, seed, first_row,
+                                                            from);
   TANDEM_CUDA_CHECK_LAUNCH(op, rows, " x ", cols, ", p ", p, ", first row ", first_row);
 }
 
@@ -77,12 +83,24 @@ void apply_mask(const char* op, const float* in, float* out, int rows, int cols,
 
 void dropout_forward(const float* x, float* y, int rows, int cols, float p, uint64_t seed, int64_t first_row,
                      cudaStream_t stream) {
-  apply_mask("dropout_forward", x, y, rows, cols, p, seed, first_row, stream);
+  apply_mask("dropout_forward", x, y, rows, cols, p, seed, first_row, DropoutSeed{}, stream);
 }
 
 void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed, int64_t first_row,
                       cudaStream_t stream) {
-  apply_mask("dropout_backward", dy, dx, rows, cols, p, seed, first_row, stream);
+  apply_mask("dropout_backward", dy, dx, rows, cols, p, seed, first_row, DropoutSeed{}, stream);
+}
+
+void dropout_forward(const float* x, float* y, int rows, int cols, float p, const DropoutSeed& seed,
+                     int64_t first_row, cudaStream_t stream) {
+  TANDEM_CHECK(seed.on_device, "dropout_forward: no seed in device memory (a bug in tandem)");
+  apply_mask("dropout_forward", x, y, rows, cols, p, 0, first_row, seed, stream);
+}
+
+void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, const DropoutSeed& seed,
+                      int64_t first_row, cudaStream_t stream) {
+  TANDEM_CHECK(seed.on_device, "dropout_backward: no seed in device memory (a bug in tandem)");
+  apply_mask("dropout_backward", dy, dx, rows, cols, p, 0, first_row, seed, stream);
 }
 
 }  // namespace tandem::cuda

@@ -124,11 +124,11 @@ public:
     run("maxpool_backward",
         [=, this] { cpu_.maxpool_backward(x, y, dy, argmax, batch, channels, height, width, k, stride, dx); });
   }
-  void dropout_forward(const float* x, float* y, int rows, int cols, float p, uint64_t seed,
+  void dropout_forward(const float* x, float* y, int rows, int cols, float p, const DropoutSeed& seed,
                        int64_t first_row) override {
     run("dropout_forward", [=, this] { cpu_.dropout_forward(x, y, rows, cols, p, seed, first_row); });
   }
-  void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, uint64_t seed,
+  void dropout_backward(const float* dy, float* dx, int rows, int cols, float p, const DropoutSeed& seed,
                         int64_t first_row) override {
     run("dropout_backward", [=, this] { cpu_.dropout_backward(dy, dx, rows, cols, p, seed, first_row); });
   }

@@ -36,8 +36,9 @@ OptimizerConfig config(const std::string& name, double clip) {
 
 // One worker's model, optimizer and step on a device.
 struct Worker {
-  Worker(Device& dev, const OptimizerConfig& cfg, int64_t accumulate = 1)
-      : model(dev, tiny_mlp(), 7), optimizer(make_optimizer(dev, model, cfg)), step(model, *optimizer, accumulate) {}
+  Worker(Device& dev, const OptimizerConfig& cfg, int64_t accumulate = 1, double dropout = 0.0)
+      : model(dev, tiny_mlp(dropout), 7), optimizer(make_optimizer(dev, model, cfg)),
+        step(model, *optimizer, accumulate) {}
   Model model;
   std::unique_ptr<Optimizer> optimizer;
   TrainStep step;
@@ -79,7 +80,7 @@ void check_same(Worker& a, Worker& b, const std::string& when) {
 
 StepContext context(int t) {
   StepContext ctx;
-  ctx.seed = 1000 + static_cast<uint64_t>(t);
+  ctx.seed = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(t + 1);  // all 64 bits in play
   return ctx;
 }
 
@@ -221,17 +222,35 @@ BOOST_AUTO_TEST_CASE(a_capture_that_fails_falls_back_to_op_by_op) {
   BOOST_TEST(rec.graphs_held() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_seed_in_device_memory) {
+  // Dropout reads the iteration's seed where the fused step wrote it, so replays draw
+  // each step's own masks: the same masks as the step op by op, which takes the seed
+  // as a value (micro-batches too: the masks are keyed by sample position).
+  for (int64_t accumulate : {int64_t{1}, int64_t{2}}) {
+    test::RecordingDevice rec;
+    Worker graphed(rec, config("adamw", 0.0), accumulate, 0.3), host(cpu_device(), config("adamw", 0.0), accumulate, 0.3);
+    BOOST_TEST_REQUIRE(graphed.step.graphs());
+    const Batch g(rec, 8, 10), p(cpu_device(), 8, 10);
+    for (int t = 0; t < 6; ++t) {
+      const FusedResult a = graphed.step.fused(g.x, g.labels.data(), context(t), lr_at(t));
+      const FusedResult b = host_decided(host, p, context(t), lr_at(t), false);
+      BOOST_TEST(a.replayed == (t >= 2), "step " << t);
+      BOOST_TEST(a.loss.loss_sum == b.loss.loss_sum, "step " << t);
+      check_same(graphed, host, "accumulate " + std::to_string(accumulate) + " step " + std::to_string(t));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(models_that_cannot_be_captured_say_so) {
   BOOST_TEST(Model(cpu_device(), tiny_mlp(0.0), 1).capturable());
-  // A dropout mask's seed changes every step and is a kernel's argument.
-  BOOST_TEST(!Model(cpu_device(), tiny_mlp(0.2), 1).capturable());
+  BOOST_TEST(Model(cpu_device(), tiny_mlp(0.2), 1).capturable());  // its seed is read from device memory
   ModelSpec bn = tiny_mlp();
   bn.layers.insert(bn.layers.begin() + 1, {"batchnorm", {}, "test:bn"});
   BOOST_TEST(!Model(cpu_device(), bn, 1).capturable());  // its sums come to the host
   test::RecordingDevice rec;
-  Model dropout(rec, tiny_mlp(0.2), 1);
-  const std::unique_ptr<Optimizer> opt = make_optimizer(rec, dropout, config("sgd", 0.0));
-  TrainStep step(dropout, *opt);
+  Model model(rec, bn, 1);
+  const std::unique_ptr<Optimizer> opt = make_optimizer(rec, model, config("sgd", 0.0));
+  TrainStep step(model, *opt);
   BOOST_TEST(!step.graphs());
   const Batch b(rec, 4, 7);
   for (int t = 0; t < 4; ++t) BOOST_TEST(!step.fused(b.x, b.labels.data(), context(t), 0.1).replayed);

@@ -174,7 +174,10 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     ++graph_counts_.eager;
     return false;
   }
-  if (live_graphs_ >= kMaxGraphs) drop_graphs();  // many inputs (batch sizes): start over
+  if (live_graphs_ >= kMaxGraphs) {  // many inputs (batch sizes): start over
+    drop_graphs();
+    ++graph_counts_.evicted;
+  }
   Graph& g2 = graphs_[key];  // drop_graphs() may have removed g
   const uint64_t before = dev.memory_epoch();
   int id = -1;
@@ -187,6 +190,7 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     // tried again, and after a few such failures no input is.
     dev.abort_capture();
     g2.refused = true;
+    ++graph_counts_.failed;
     const bool give_up = ++capture_failures_ >= kMaxCaptureFailures;
     spdlog::warn("the training step could not be captured in a graph on {} ({}): {}", dev.name(), e.what(),
                  give_up ? "it runs op by op from now on" : "this input runs op by op");

@@ -44,7 +44,10 @@ struct FusedResult {
 // How the fused steps ran: as captured graphs' replays, or op by op (the first
 // sightings of an input, and every step where graphs are off or impossible).
 struct GraphCounts {
-  int64_t captured = 0, replayed = 0, eager = 0, invalidated = 0;
+  int64_t captured = 0, replayed = 0, eager = 0;
+  int64_t invalidated = 0;  // every graph dropped: device memory moved
+  int64_t evicted = 0;      // every graph dropped: too many inputs held graphs
+  int64_t failed = 0;       // captures that failed (that input then runs op by op)
 };
 
 struct StepTimes {

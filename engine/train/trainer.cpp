@@ -395,8 +395,9 @@ RunSummary Trainer::run() {
   if (bsp_->fused()) {
     const GraphCounts& g = step_->graph_counts();
     spdlog::log(dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info,
-                "fused steps: {} replays of {} captured graphs, {} op by op; graphs dropped {} times (memory moved)",
-                g.replayed, g.captured, g.eager, g.invalidated);
+                "fused steps: {} replays of {} captured graphs, {} op by op; every graph dropped {} times as "
+                "memory moved and {} times for too many inputs; {} captures failed",
+                g.replayed, g.captured, g.eager, g.invalidated, g.evicted, g.failed);
   }
   return boundary_->finish(t, plan_);
 }

@@ -33,7 +33,7 @@ struct WorkerStats {
   double idle_ms = 0.0;
   double comm_ms = 0.0;     // the gradient all-reduce, emulated link delay included
   double stats_ms = 0.0;    // posting and completing the stats report to rank 0
-  double optimizer_ms = 0.0;
+  double optimizer_ms = 0.0;  // 0 for a fused step: its compute_ms holds the update (engine/train/step.hpp)
   double step_ms = 0.0;     // the whole iteration on this rank
   double samples_per_s = 0.0;  // local_batch / compute time
   double loss_sum = 0.0;

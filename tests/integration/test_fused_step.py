@@ -6,7 +6,8 @@ and decides there whether a step with a NaN or Inf is skipped; the host reads th
 step's scalars once. On the CPU it takes the same arithmetic as the step the host
 decides, so whole runs must end with the same parameters, losses and skipped steps:
   - the MLP with AdamW, gradient clipping and a NaN injected into one step's gradient;
-  - the GPT (AdamW, dropout, clipping) in micro-batches (accumulate = 2).
+  - the GPT (AdamW, clipping) with dropout 0.1 in micro-batches (accumulate = 2):
+    the fused step's masks take the iteration's seed from device memory.
 One worker, one BLAS thread, a fixed seed: deterministic, no margins needed.
 'always' is refused, saying why, where the run needs a number on the host between the
 compute and the update: batch norm (ResNet), emulated heterogeneity.
@@ -76,7 +77,7 @@ mlp = same_run("mlp", "scripts/experiments/quickstart.lua", "optimizer=adamw", "
                "stop.epochs=0.3", "stop.target_accuracy=1", "faults={{rank=0,iteration=25,kind='nan'}}")
 if mlp["skipped_steps"] != 1:
     fail(f"mlp: the step with the injected NaN was not skipped (skipped_steps = {mlp['skipped_steps']})")
-same_run("gpt", "scripts/experiments/gpt.lua", "stop.epochs=0.003", "accumulate=2")
+same_run("gpt", "scripts/experiments/gpt.lua", "stop.epochs=0.003", "accumulate=2", "model_args.dropout=0.1")
 refused("resnet", "scripts/experiments/resnet.lua", "batch norm")
 refused("emulated", "scripts/experiments/quickstart.lua", "emulated heterogeneity", "emulation.speeds=1")
 print("ok: the fused step trains what the step op by op trains, and is refused where it cannot run")

@@ -44,6 +44,9 @@ BspStep::BspStep(const BspParts& parts, bool plans_known)
   if (fused_obstacle_.empty() && mode == "auto" && !gpu)
     fused_obstacle_ = "a CPU worker (it saves a GPU's waits; fused_step = 'always' takes it on a CPU too)";
   fused_ = fused_obstacle_.empty();
+  // A plan drawn at random each iteration gives each step a batch size of its own: a
+  // graph per size would be captured and hardly replayed.
+  if (fused_ && !plans_known_) p_.step.set_graphs(false);
 }
 
 StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
@@ -127,7 +130,8 @@ bool BspStep::compute_fused(const Tensor& x, const Plan& plan, int64_t t, double
   }
   const FusedResult f = p_.step.fused_finish();
   p_.faults.at(t, "compute");
-  // The update is in it: the optimizer's time is part of the compute's.
+  // From queueing the step to its read: the update (and on a GPU the next batch's
+  // gather, queued before the read) is in it, so optimizer_ms stays 0.
   now.real_compute_ms = now_ms() - compute_start;
   now.loss_sum = f.loss.loss_sum;
   now.correct = f.loss.correct;

@@ -10,6 +10,9 @@
 #                test hosts, not devices)
 #   kernels      the kernel harness (bench/tandem_kernels): each kernel's fraction of
 #                the device's memory bandwidth
+#   fused        tools/gpu/fused_check.py: MLP and LeNet runs with the fused step
+#                (CUDA graphs) against the step op by op: graphs replayed, the same
+#                accuracy, the speed of each
 #   bench_fp32   tools/bench/gpu_vs_torch.py in fp32 (needs PyTorch with CUDA): tandem
 #                (data held on the GPU, and staged) against PyTorch eager and
 #                CUDA-graph-captured
@@ -17,14 +20,14 @@
 #   bench        both
 # Each part stops at 540 s, so that one part fits one call of a lent GPU machine
 # (10 minutes a command); the ctest parts run 4 tests at a time to fit.
-# usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [gpu|integration|kernels|bench|bench_fp32|bench_bf16 ...]
+# usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [gpu|integration|kernels|fused|bench|bench_fp32|bench_bf16 ...]
 # A part that fails does not stop the others; the exit status is 1 if any failed.
 set -uo pipefail
 build=$(cd "${1:?usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [part ...]}" && pwd)
 mkdir -p "${2:?give an output folder}" && out=$(cd "$2" && pwd)
 shift 2
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(gpu integration kernels bench)
+[ ${#parts[@]} -gt 0 ] || parts=(gpu integration kernels fused bench)
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
 [ -n "$src" ] && [ -d "$src" ] || { echo "check.sh: $build is not a configured tandem build" >&2; exit 2; }
 "$build/tandem" version | tee "$out/version.txt"
@@ -55,13 +58,15 @@ for part in "${parts[@]}"; do
       run_part integration 540 "$build" env TANDEM_TEST_DEVICE=cuda \
         ctest -L integration -E 'multihost|slurm' -j4 --output-on-failure ;;
     kernels) run_part kernels 540 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json" ;;
+    fused) run_part fused 540 "$src" python3 tools/gpu/fused_check.py "$build" "$out" ;;
     bench|bench_fp32|bench_bf16)
       for p in fp32 bf16; do
         [ "$part" = bench ] || [ "$part" = "bench_$p" ] || continue
         run_part "bench_$p" 540 "$src" python3 tools/bench/gpu_vs_torch.py "$build" --precision "$p" --reps 2 \
           --out "$out/gpu_vs_torch_$p.json"
       done ;;
-    *) echo "check.sh: unknown part '$part' (gpu, integration, kernels, bench, bench_fp32, bench_bf16)" >&2; exit 2 ;;
+    *) echo "check.sh: unknown part '$part' (gpu, integration, kernels, fused, bench, bench_fp32, bench_bf16)" >&2
+       exit 2 ;;
   esac
 done
 exit $status

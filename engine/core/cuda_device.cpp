@@ -120,6 +120,10 @@ public:
     pool_.deallocate(blas_workspace_);
     pool_.deallocate(norm_);
     if (read_buffer_) cudaFreeHost(read_buffer_);
+    if (later_host_) {
+      cudaFreeHost(later_host_);
+      for (cudaEvent_t e : later_events_) cudaEventDestroy(e);
+    }
     cudaEventDestroy(uploaded_);
     cudaStreamDestroy(copy_stream_);
     cudaStreamDestroy(stream_);
@@ -397,6 +401,31 @@ public:
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::memcpy(dst, read_buffer_, bytes);
   }
+  // Into a pinned slot behind an event: collect() waits for that event alone, so the
+  // host may queue the next step before it reads this one.
+  int read_doubles_later(const double* src, int count) override {
+    TANDEM_CHECK(count >= 0 && count <= kMaxWrite, "read_doubles_later of ", count, " values (at most ", kMaxWrite,
+                 ")");
+    if (!later_host_) {
+      void* host = nullptr;
+      TANDEM_CUDA_CHECK(cudaMallocHost(&host, sizeof(double) * kMaxWrite * kLaterReads));
+      later_host_ = static_cast<double*>(host);
+      for (cudaEvent_t& e : later_events_) TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    const int ticket = later_turn_;
+    later_turn_ = (later_turn_ + 1) % kLaterReads;
+    later_counts_[ticket] = count;
+    if (count > 0)
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(later_host_ + ticket * kMaxWrite, src, sizeof(double) * count,
+                                        cudaMemcpyDeviceToHost, stream_));
+    TANDEM_CUDA_CHECK(cudaEventRecord(later_events_[ticket], stream_));
+    return ticket;
+  }
+  void collect(int ticket, double* dst) override {
+    TANDEM_CHECK(ticket >= 0 && ticket < kLaterReads && later_host_, "collect of ticket ", ticket, " (a bug in tandem)");
+    TANDEM_CUDA_CHECK(cudaEventSynchronize(later_events_[ticket]));
+    std::memcpy(dst, later_host_ + ticket * kMaxWrite, sizeof(double) * later_counts_[ticket]);
+  }
   void sgd_step(float* param, const float* grad, float* velocity, size_t count, const double* step, float momentum,
                 float weight_decay, bool nesterov) override {
     cuda::sgd_step(param, grad, velocity, count, step, momentum, weight_decay, nesterov, stream_);
@@ -513,6 +542,10 @@ private:
   float* norm_ = nullptr;           // sum_squares_into's norm, before it is squared
   void* read_buffer_ = nullptr;     // read_doubles' pinned landing place
   size_t read_bytes_ = 0;
+  double* later_host_ = nullptr;    // read_doubles_later's pinned slots, kMaxWrite doubles each
+  cudaEvent_t later_events_[kLaterReads] = {};
+  int later_counts_[kLaterReads] = {};
+  int later_turn_ = 0;
   bool capturing_ = false;
   std::map<int, cudaGraphExec_t> graphs_;
   int next_graph_ = 0;

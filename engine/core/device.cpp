@@ -2,6 +2,7 @@
 // memory, an upload is a copy (the CUDA device overrides these with pinned memory
 // and a copy engine), and there is no graph capture.
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "engine/core/device.hpp"
@@ -26,6 +27,20 @@ void Device::upload_normalized(float* dst, const uint8_t* src, size_t count, flo
   std::vector<float> host(count);
   for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>(src[i]) * scale + shift;
   copy_from_host(dst, host.data(), count);
+}
+
+int Device::read_doubles_later(const double* src, int count) {
+  TANDEM_CHECK(count >= 0 && count <= kMaxWrite, "read_doubles_later of ", count, " values (at most ", kMaxWrite, ")");
+  const int ticket = later_next_;
+  later_next_ = (later_next_ + 1) % kLaterReads;
+  read_doubles(later_[ticket].values, src, count);
+  later_[ticket].count = count;
+  return ticket;
+}
+
+void Device::collect(int ticket, double* dst) {
+  TANDEM_CHECK(ticket >= 0 && ticket < kLaterReads, "collect of ticket ", ticket, " (a bug in tandem)");
+  std::memcpy(dst, later_[ticket].values, static_cast<size_t>(later_[ticket].count) * sizeof(double));
 }
 
 namespace {

@@ -213,6 +213,14 @@ public:
   virtual void write_doubles(double* dst, const double* src, int count) = 0;
   // Device doubles to the host, waiting for everything queued before.
   virtual void read_doubles(double* dst, const double* src, int count) = 0;
+  // The same in two halves: the copy queued now, in order with the ops around it (it
+  // sees what was queued before and nothing after), and a ticket for collect(), which
+  // waits for that copy alone and hands the values over. At most kLaterReads tickets
+  // may be outstanding. Here the copy is made at once (a device that runs ops as they
+  // come); the CUDA device queues it into pinned memory behind an event.
+  static constexpr int kLaterReads = 4;
+  virtual int read_doubles_later(const double* src, int count);
+  virtual void collect(int ticket, double* dst);
 
   // The optimizer updates read their step's scalars from `step` (device memory,
   // StepSlot doubles: the learning rate, the gradient's scale, the bias corrections)
@@ -254,6 +262,14 @@ public:
   // Changes whenever device memory is allocated or freed: a captured graph holds raw
   // pointers, so it stays valid only while this has not moved since its capture.
   virtual uint64_t memory_epoch() const = 0;
+
+private:
+  struct LaterRead {
+    double values[kMaxWrite];
+    int count = 0;
+  };
+  LaterRead later_[kLaterReads];
+  int later_next_ = 0;
 };
 
 // The process-wide CPU device; with a precision other than fp32, one whose GEMMs and

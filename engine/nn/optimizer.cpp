@@ -29,23 +29,22 @@ StepRule Optimizer::rule() const {
   return r;
 }
 
-void Optimizer::host_slots(double lr, double predictions, double* out) const {
+void Optimizer::bias_corrections(int64_t update, double* bc1, double* bc2) const {
   // In double, then rounded by the kernels: 1 - beta^t loses nothing for large t.
   // On the host in both ways of updating, so both round the same doubles.
   const bool adam = cfg_.name == "adamw";
-  const double t = static_cast<double>(steps_) + 1.0;
-  out[kStepLr] = lr;
-  out[kStepPredictions] = predictions;
-  out[kStepBias1] = adam ? 1.0 - std::pow(cfg_.beta1, t) : 1.0;
-  out[kStepBias2] = adam ? 1.0 - std::pow(cfg_.beta2, t) : 1.0;
+  const double t = static_cast<double>(update);
+  *bc1 = adam ? 1.0 - std::pow(cfg_.beta1, t) : 1.0;
+  *bc2 = adam ? 1.0 - std::pow(cfg_.beta2, t) : 1.0;
 }
 
 void Optimizer::step(Tensor& params, const Tensor& grads, double lr, double grad_scale) {
   TANDEM_CHECK(grad_scale > 0.0, "optimizer step with gradient scale ", grad_scale);
   TANDEM_CHECK(params.numel() == grads.numel(), "parameter and gradient buffers differ in size");
-  // The slots decide_step would fill, filled here for an update the caller decided.
+  // The slots the kernels read, filled here for an update the caller decided.
   double v[kStepScale + 1] = {};
-  host_slots(lr, 0.0, v);
+  v[kStepLr] = lr;
+  bias_corrections(steps_ + 1, &v[kStepBias1], &v[kStepBias2]);
   v[kStepFinite] = 1.0;
   v[kStepScale] = grad_scale;
   scalars_.write(dev_, kStepLr, v, kStepScale + 1);

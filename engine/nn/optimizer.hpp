@@ -31,9 +31,9 @@ public:
   virtual void apply(Tensor& params, const Tensor& grads, const double* step) = 0;
   // The constant decide_step needs: the clipping norm.
   StepRule rule() const;
-  // The optimizer's host slots of the next update (kernels/step_rule.hpp: lr,
-  // predictions, the bias corrections of update steps() + 1), into out[0, kStepBias2].
-  void host_slots(double lr, double predictions, double* out) const;
+  // AdamW's bias corrections of update number `update` (counting from 1): 1 -
+  // beta^update in double, which the kernels round (1 for SGD).
+  void bias_corrections(int64_t update, double* bc1, double* bc2) const;
   // The buffers an update reads and writes besides the parameters, each one float per
   // parameter, in a fixed order (SGD: its momentum, when it has one; AdamW: m then v).
   virtual std::vector<Tensor*> state() = 0;

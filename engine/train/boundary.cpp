@@ -208,6 +208,12 @@ bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
   return true;
 }
 
+bool Boundary::quiet(const Control& c, int64_t done) const {
+  const bool epochs_drawn = p_.cfg.adaptive_batch() && p_.progress.samples_drawn >= length_.epoch_samples;
+  return !c.plan && !c.stop && !c.pause && !c.checkpoint && !c.slowdown && !interrupted() && done < p_.total &&
+         done % eval_every_ != 0 && !epochs_drawn;
+}
+
 std::string Boundary::stop_reason() const {
   return interrupted() ? "interrupted" : console_.stopped() ? "console" : "max_seconds";
 }

@@ -104,6 +104,10 @@ public:
   // Every rank, after r.done iterations: the decisions applied (the plan swapped).
   // Returns true when the run stops here.
   bool apply(Control& c, int64_t done, Plan& plan);
+  // Whether apply(c, done) will do nothing but hand back control: no plan, stop,
+  // pause, checkpoint, slowdown, evaluation or last iteration. A fused step may stay
+  // unread across such a boundary (sync/bsp_step.hpp).
+  bool quiet(const Control& c, int64_t done) const;
   // After the loop: the last stats recorded, a final checkpoint, the summary.
   RunSummary finish(int64_t done, const Plan& plan);
 

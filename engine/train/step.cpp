@@ -110,36 +110,45 @@ FusedResult TrainStep::fused(const Tensor& x, const int32_t* labels, const StepC
 }
 
 void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison) {
-  TANDEM_CHECK(!queued_, "a fused step queued before the last one was read (a bug in tandem)");
+  TANDEM_CHECK(pending_.size() <= 1, "a fused step queued with ", pending_.size(),
+               " unread before it (a bug in tandem: at most one may be)");
   Device& dev = model_.device();
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   TANDEM_CHECK_HINT(n > 0, "run the step with at least one sample", "a fused step over an empty batch");
   // What the host knows before the step, written ahead of it in the device's order:
-  // the update's scalars and the iteration's seed, which dropout reads there.
-  double known[kStepHostSlots];
-  optimizer_.host_slots(lr, static_cast<double>(n) * static_cast<double>(model_.targets_per_sample()), known);
+  // the update's scalars, the iteration's seed (dropout reads it there), and the bias
+  // corrections for both outcomes of an unread step before this one.
+  double known[kStepHostSlots] = {};
+  known[kStepLr] = lr;
+  known[kStepPredictions] = static_cast<double>(n) * static_cast<double>(model_.targets_per_sample());
   known[kStepSeedHigh] = static_cast<double>(ctx.seed >> 32);
   known[kStepSeedLow] = static_cast<double>(ctx.seed & 0xffffffffULL);
+  const int64_t taken = optimizer_.steps();  // the updates read so far
+  optimizer_.bias_corrections(taken + 1, &known[kStepBiasIfSkipped1], &known[kStepBiasIfSkipped2]);
+  optimizer_.bias_corrections(taken + 2, &known[kStepBiasIfTaken1], &known[kStepBiasIfTaken2]);
+  known[kStepPending] = pending_.empty() ? 0.0 : 1.0;
   scalars_.write(dev, kStepLr, known, kStepHostSlots);
   StepContext c = ctx;
   c.seed_on_device = scalars_.on(dev) + kStepSeedHigh;
-  replayed_ = false;
+  bool replayed = false;
   if (poison || !graphs()) {
     queue_fused(x, labels, c, poison);
     ++graph_counts_.eager;
   } else {
-    replayed_ = run_graphed(x, labels, c);
+    replayed = run_graphed(x, labels, c);
   }
-  queued_ = true;
+  // The results, copied out behind the step: the next step's may overwrite the block.
+  pending_.push_back({dev.read_doubles_later(scalars_.on(dev) + kStepBias1, kStepResultSlots), replayed});
 }
 
 FusedResult TrainStep::fused_finish() {
-  TANDEM_CHECK(queued_, "a fused step read with none queued (a bug in tandem)");
-  queued_ = false;
-  // The step's one wait: everything it computed, in one read.
-  const StepScalars::Values v = scalars_.read();
+  TANDEM_CHECK(!pending_.empty(), "a fused step read with none queued (a bug in tandem)");
+  const Pending p = pending_.front();
+  pending_.pop_front();
+  double v[kStepSlots] = {};
+  model_.device().collect(p.ticket, v + kStepBias1);
   FusedResult r;
-  r.replayed = replayed_;
+  r.replayed = p.replayed;
   r.finite = v[kStepFinite] != 0.0;
   r.loss.loss_sum = v[kStepLoss];
   r.loss.correct = static_cast<int64_t>(v[kStepCorrect] + 0.5);

@@ -23,6 +23,7 @@
 // captures graphs (CUDA) the queued step is captured once per input (its pointers,
 // shape and position) and replayed from then on: one launch for the whole step.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -83,11 +84,16 @@ public:
   // before it is checked (fault injection: faults.kind = 'nan'); such a step is never
   // captured. Bit for bit the step compute() + update() take on the same device.
   FusedResult fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison = false);
-  // fused() in its two halves, for a caller that queues more work (the next batch's
-  // gather) before it waits: the step queued ...
+  // fused() in its two halves, for a caller that queues more work before it waits
+  // (the next batch's gather, the next step): the step queued, with the read of its
+  // results ...
   void fused_queue(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison = false);
-  // ... and its one read (waits for the device).
+  // ... and the oldest queued step's results (waits for that step alone). At most one
+  // step may stay unread when the next is queued: the device then takes AdamW's bias
+  // corrections for the outcome the host has not read yet.
   FusedResult fused_finish();
+  // Fused steps queued and not yet read.
+  int unread() const { return static_cast<int>(pending_.size()); }
   // Whether fused() captures graphs where the device and the model allow (default on).
   void set_graphs(bool on);
   // Whether fused() would capture graphs: on, the device captures, the model is capturable.
@@ -130,7 +136,11 @@ private:
   static constexpr int kMaxGraphs = 16, kMaxCaptureFailures = 3;
   uint64_t graph_epoch_ = 0;  // the device's memory epoch the captured graphs' pointers are of
   GraphCounts graph_counts_;
-  bool queued_ = false, replayed_ = false;  // a fused step queued and not yet read
+  struct Pending {
+    int ticket;     // the device's read_doubles_later ticket for its result slots
+    bool replayed;  // it ran as a graph's replay
+  };
+  std::deque<Pending> pending_;  // fused steps queued and not yet read, oldest first
 };
 
 }  // namespace tandem

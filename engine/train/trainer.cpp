@@ -389,8 +389,11 @@ RunSummary Trainer::run() {
     StepResult r = relaxed() ? segment(t) : bsp_->run(plan_, t, *boundary_);
     Control c = boundary_->exchange(r, plan_);
     t = r.done;
+    // A fused step read one iteration late is read now if this boundary needs it.
+    if (bsp_->unread() && !boundary_->quiet(c, t)) bsp_->settle(*boundary_);
     if (boundary_->apply(c, t, plan_)) break;
   }
+  bsp_->settle(*boundary_);
   warn_overruns(t);
   if (bsp_->fused()) {
     const GraphCounts& g = step_->graph_counts();

@@ -135,8 +135,12 @@ void check_sequence_ops(Device& gpu) {
     d.add_inplace(u.h.data(), u.x.data() + 2, static_cast<size_t>(qkv - 2));
     d.heads_permute(u.x.data(), u.h.data(), batch, seq, 3, heads, head_dim, false);  // x = the inverse of h
     d.fill(u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2), 1e-3f);  // v >= 0, as AdamW keeps it
-    // lr, predictions, bias corrections 1 and 2, grad_sq, finite, scale (kernels/step_rule.hpp)
-    const double step[] = {1e-2, 0.0, 0.19, 0.0975, 0.0, 1.0, 0.5};
+    double step[kStepScale + 1] = {};  // the slots the update reads (kernels/step_rule.hpp)
+    step[kStepLr] = 1e-2;
+    step[kStepBias1] = 0.19;
+    step[kStepBias2] = 0.0975;
+    step[kStepFinite] = 1.0;
+    step[kStepScale] = 0.5;
     scalars[&d].write(d, kStepLr, step, kStepScale + 1);
     d.adamw_step(u.w.data(), u.dw.data(), u.dp.data(), u.dp.data() + seq * dim / 2, static_cast<size_t>(seq * dim / 2),
                  scalars[&d].on(d), 0.9f, 0.95f, 1e-8f, 0.1f);
@@ -418,7 +422,14 @@ void check_fused(Device& gpu) {
   double* dg = sg.on(gpu);
   gpu.sum_squares_into(gg.data(), 1000, dg + kStepGradSq);
   const double host_sq = gpu.sum_squares(gg.data(), 1000);
-  const double known[] = {0.1, 64.0, 0.5, 0.25};  // lr, predictions, bias corrections
+  double known[kStepHostSlots] = {};
+  known[kStepLr] = 0.1;
+  known[kStepPredictions] = 64.0;
+  known[kStepBiasIfSkipped1] = 0.5;
+  known[kStepBiasIfSkipped2] = 0.25;
+  known[kStepBiasIfTaken1] = 0.75;
+  known[kStepBiasIfTaken2] = 0.375;
+  known[kStepPending] = 1.0;  // the step before (finite 0 in a fresh block) was skipped: the first pair
   sg.write(gpu, kStepLr, known, kStepHostSlots);
   sc.write(cpu, kStepLr, known, kStepHostSlots);
   StepScalars totals_g, totals_c;  // its first two slots stand in for the loss totals
@@ -435,12 +446,16 @@ void check_fused(Device& gpu) {
   GPU_CHECK_CLOSE("decide_step", "clipped", "slots", std::vector<double>(vg.begin(), vg.end()),
                   std::vector<double>(vc.begin(), vc.end()), 1e-15);
   GPU_CHECK("decide_step", "clipped", "finite", vg[kStepFinite] == 1.0);
+  GPU_CHECK("decide_step", "clipped", "bias corrections of a skipped step before",
+            vg[kStepBias1] == 0.5 && vg[kStepBias2] == 0.25);
   // A skipped step changes nothing.
   const double inf = INFINITY;
   sg.write(gpu, kStepGradSq, &inf, 1);
-  gpu.decide_step(dg, totals_g.on(gpu), rule);
+  gpu.decide_step(dg, totals_g.on(gpu), rule);  // the step before (the one above) was taken
   vg = sg.read();
   GPU_CHECK("decide_step", "Inf gradient", "not finite", vg[kStepFinite] == 0.0);
+  GPU_CHECK("decide_step", "Inf gradient", "bias corrections of a taken step before",
+            vg[kStepBias1] == 0.75 && vg[kStepBias2] == 0.375);
   Tensor p = on(gpu, g, {1000}), v(gpu, {1000});
   v.fill(0.5f);
   gpu.sgd_step(p.data(), gg.data(), v.data(), 1000, dg, 0.9f, 0.01f, false);

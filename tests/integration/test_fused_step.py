@@ -8,7 +8,9 @@ decides, so whole runs must end with the same parameters, losses and skipped ste
   - the MLP with AdamW, gradient clipping and a NaN injected into one step's gradient;
   - the GPT (AdamW, clipping) with dropout 0.1 in micro-batches (accumulate = 2):
     the fused step's masks take the iteration's seed from device memory.
-One worker, one BLAS thread, a fixed seed: deterministic, no margins needed.
+Their traces record the same loss, accuracy and learning rate at every iteration and
+evaluation (a fused step is read one iteration late; its record must not move). One
+worker, one BLAS thread, a fixed seed: deterministic, no margins needed.
 'always' is refused, saying why, where the run needs a number on the host between the
 compute and the update: batch norm (ResNet), emulated heterogeneity.
 
@@ -40,12 +42,21 @@ def train(name, experiment, mode, *overrides):
         summary = json.load(f)
     with open(os.path.join(out, "params.f32"), "rb") as f:
         params = f.read()
-    return summary, params, r.stderr
+    # What each iteration recorded (the fused step's are read one iteration late, and
+    # must land on their own iterations) and each evaluation found.
+    trace = []
+    with open(os.path.join(out, "trace.jsonl")) as f:
+        for line in f:
+            e = json.loads(line)
+            keys = ("iteration", "global_batch", "lr", "loss", "correct") if e["event"] == "iteration" else \
+                   ("iteration", "test_loss", "test_accuracy")
+            trace.append((e["event"],) + tuple(e.get(k) for k in keys))
+    return summary, params, r.stderr, trace
 
 
 def same_run(name, experiment, *overrides):
-    s_never, p_never, log_never = train(name, experiment, "never", *overrides)
-    s_always, p_always, log_always = train(name, experiment, "always", *overrides)
+    s_never, p_never, log_never, t_never = train(name, experiment, "never", *overrides)
+    s_always, p_always, log_always, t_always = train(name, experiment, "always", *overrides)
     if "training step: fused on the device (fused_step = 'always')" not in log_always:
         fail(f"{name}: fused_step = 'always' did not log the fused step:\n{log_always[-2000:]}")
     if "training step: op by op, not fused: fused_step = 'never'" not in log_never:
@@ -55,6 +66,12 @@ def same_run(name, experiment, *overrides):
             fail(f"{name}: {key} is {s_never.get(key)} op by op and {s_always.get(key)} fused")
     if p_never != p_always:
         fail(f"{name}: the fused run ended with other parameters than the run op by op")
+    if t_never != t_always:
+        first = next(i for i, (a, b) in enumerate(zip(t_never, t_always)) if a != b) if len(t_never) == len(
+            t_always) else min(len(t_never), len(t_always))
+        fail(f"{name}: the traces differ ({len(t_never)} and {len(t_always)} records), first at record {first}: "
+             f"{t_never[first] if first < len(t_never) else None} op by op, "
+             f"{t_always[first] if first < len(t_always) else None} fused")
     print(f"{name}: fused and op by op agree bit for bit (final loss {s_always['final_loss']:.6f}, "
           f"{s_always['skipped_steps']} skipped)")
     return s_always

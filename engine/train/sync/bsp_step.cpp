@@ -50,6 +50,7 @@ BspStep::BspStep(const BspParts& parts, bool plans_known)
 }
 
 StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
+  if (fused_) return run_fused(plan, t, boundary);
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
   const BatchSpan span = p_.positions.at(t);
   TANDEM_CHECK(span.size == plan.global_batch(), "iteration ", t, " runs plan ", plan.str(), " (a global batch of ",
@@ -62,8 +63,7 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   now.data_ms = now_ms() - start;
   now.stats_ms = boundary.post_ms();
   boundary.stats_in(t, &now.stats_ms);  // the policy decides while this rank computes
-  const double lr = fused_ ? learning_rate() : 0.0;  // the fused step takes it before it computes
-  const bool finite = fused_ ? compute_fused(x, plan, t, lr, now) : compute(x, t, offset, now);
+  const bool finite = compute(x, t, offset, now);
   now.compute_end_ms = now_ms() - p_.timeline.origin();  // an emulated device's: after emulate()
   Control out = boundary.decide(t, &now.stats_ms);
   emulate(t, now);
@@ -73,7 +73,7 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   r.done = t + 1;
   r.control = synchronize(out, now);
   const double opt_start = now_ms();
-  const bool stepped = fused_ ? settle_fused(r.control, t, lr) : update(r.control, t, boundary);
+  const bool stepped = update(r.control, t, boundary);
   now.optimizer_ms = now_ms() - opt_start;
   p_.progress.samples_drawn = samples_before_ + batch_;
   p_.progress.sample_cursor = span.start + span.size;
@@ -116,26 +116,79 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   return finite;
 }
 
-bool BspStep::compute_fused(const Tensor& x, const Plan& plan, int64_t t, double lr, WorkerStats& now) {
+// A fused iteration: step t queued whole, then step t - 1 read (a GPU is on step t by
+// then) and its books kept and its stats posted, for decide(t) to record them as it
+// records every iteration's one late. Step t is read at the next iteration, or by the
+// trainer before a boundary that needs it (settle()).
+StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
+  const int64_t b = plan.local_batch[static_cast<size_t>(rank_)];
+  const BatchSpan span = p_.positions.at(t);
+  TANDEM_CHECK(span.size == plan.global_batch(), "iteration ", t, " runs plan ", plan.str(), " (a global batch of ",
+               plan.global_batch(), ") where the sampler placed ", span.size, " samples (a bug in tandem)");
+  batch_ = span.size;
+  samples_before_ = span.samples_before;
+  Unread u;
+  u.t = t;
+  u.batch = span.size;
+  u.start = now_ms();
+  u.now = boundary.begin_stats(t, b, u.start);
+  const Tensor& x = p_.loader.load(t, 0, b);
+  u.now.data_ms = now_ms() - u.start;
+  u.lr = learning_rate();
   StepContext ctx;
   ctx.seed = mix_seed(p_.cfg.seed, static_cast<uint64_t>(t));
-  const double compute_start = now_ms();
-  p_.step.fused_queue(x, p_.loader.labels(), ctx, lr, p_.faults.nan_at(t));
-  // The next batch's gather queued behind the step before the host waits for it, so
-  // a GPU goes from one to the other (run() asks again after the Control, for a plan
-  // it changed; the same slice is not gathered twice).
+  const double queue_start = now_ms();
+  p_.step.fused_queue(x, p_.loader.labels(), ctx, u.lr, p_.faults.nan_at(t));
+  u.queue_ms = now_ms() - queue_start;
+  // The next batch's gather queued behind the step (run() asks again after the
+  // Control, for a plan it changed; the same slice is not gathered twice).
   if (t + 1 < p_.total && plans_known_) {
     p_.positions.resize(t + 1, plan.global_batch());
-    p_.loader.prefetch(t + 1, plan.offset(rank_), plan.local_batch[static_cast<size_t>(rank_)]);
+    p_.loader.prefetch(t + 1, plan.offset(rank_), b);
   }
-  const FusedResult f = p_.step.fused_finish();
+  settle(boundary);
+  unread_ = std::move(u);
+  WorkerStats& now = unread_->now;
+  now.stats_ms = boundary.post_ms();
+  boundary.stats_in(t, &now.stats_ms);
   p_.faults.at(t, "compute");
-  // From queueing the step to its read: the update (and on a GPU the next batch's
-  // gather, queued before the read) is in it, so optimizer_ms stays 0.
-  now.real_compute_ms = now_ms() - compute_start;
+  Control out = boundary.decide(t, &now.stats_ms);
+  out.nonfinite.assign(static_cast<size_t>(world_), false);  // step t's is read later
+  StepResult r;
+  r.done = t + 1;
+  r.control = synchronize(out, now);
+  p_.progress.samples_drawn = samples_before_ + batch_;
+  p_.progress.sample_cursor = span.start + span.size;
+  if (r.done < p_.total && r.control.plan) {
+    p_.positions.resize(t + 1, r.control.plan->global_batch());
+    p_.loader.prefetch(t + 1, r.control.plan->offset(rank_), r.control.plan->local_batch[static_cast<size_t>(rank_)]);
+  }
+  unread_->step_ms = now_ms() - unread_->start;
+  return r;
+}
+
+void BspStep::settle(Boundary& boundary) {
+  if (!unread_) return;
+  Unread u = std::move(*unread_);
+  unread_.reset();
+  const double wait_start = now_ms();
+  const FusedResult f = p_.step.fused_finish();
+  WorkerStats& now = u.now;
+  // The host's time queueing the step and waiting for its read: on a CPU all of its
+  // compute, update included; on a GPU the part the host saw (optimizer_ms stays 0).
+  now.real_compute_ms = u.queue_ms + (now_ms() - wait_start);
   now.loss_sum = f.loss.loss_sum;
   now.correct = f.loss.correct;
-  return f.finite;
+  now.compute_end_ms = now_ms() - p_.timeline.origin();
+  emulate(u.t, now);
+  Control c;
+  c.nonfinite.assign(static_cast<size_t>(world_), false);
+  c.nonfinite[static_cast<size_t>(rank_)] = !f.finite;
+  const bool stepped = settle_fused(c, u.t, u.lr);
+  now.step_ms = u.step_ms;
+  boundary.post(now);
+  p_.progress.train_ms += now.step_ms;
+  if (stepped) p_.progress.samples += u.batch;
 }
 
 void BspStep::emulate(int64_t t, WorkerStats& now) {

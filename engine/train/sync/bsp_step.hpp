@@ -16,6 +16,7 @@
 // step decided there, and on a GPU the whole step one CUDA graph's replay. The host's
 // bookkeeping (the skip's warning and streak, the progress) follows its one read.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,14 +67,18 @@ public:
   // they do): for the log.
   bool fused() const { return fused_; }
   const std::string& fused_obstacle() const { return fused_obstacle_; }
+  // A fused step is read one iteration late: whether one is unread, and its reading
+  // (its books kept, its stats posted), which the trainer does before a boundary that
+  // evaluates, checkpoints, stops or changes the plan, and at the end.
+  bool unread() const { return unread_.has_value(); }
+  void settle(Boundary& boundary);
 
 private:
   // Forward + backward of this rank's slice into `now`; false when the loss or the
   // gradient is not finite.
   bool compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& now);
-  // The fused step over this rank's (the whole) batch, update included; false when
-  // the loss or the gradient is not finite (the device skipped the update).
-  bool compute_fused(const Tensor& x, const Plan& plan, int64_t t, double lr, WorkerStats& now);
+  // An iteration with the fused step (above).
+  StepResult run_fused(const Plan& plan, int64_t t, Boundary& boundary);
   // Sleeps until the emulated device would be done; sets now.compute_ms.
   void emulate(int64_t t, WorkerStats& now);
   // The arrival and the all-reduce, with `out` riding along.
@@ -104,6 +109,13 @@ private:
   bool measure_noise_ = false;
   bool fused_ = false;
   std::string fused_obstacle_;
+  // The fused step queued and not yet read, with what its books need.
+  struct Unread {
+    int64_t t = 0, batch = 0;
+    double start = 0.0, queue_ms = 0.0, step_ms = 0.0, lr = 0.0;
+    WorkerStats now;
+  };
+  std::optional<Unread> unread_;
 };
 
 }  // namespace tandem

@@ -112,6 +112,11 @@ FusedResult TrainStep::fused(const Tensor& x, const int32_t* labels, const StepC
 void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison) {
   TANDEM_CHECK(pending_.size() <= 1, "a fused step queued with ", pending_.size(),
                " unread before it (a bug in tandem: at most one may be)");
+  // The step before's results are copied out now, before this step overwrites them,
+  // and after whatever the caller queued in between (the next batch's gather): so
+  // the read waits for that too, which the input's staging ring counts on
+  // (device_input.hpp: a wait between fill n and fill n + 2).
+  ask_results();
   Device& dev = model_.device();
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   TANDEM_CHECK_HINT(n > 0, "run the step with at least one sample", "a fused step over an empty batch");
@@ -137,12 +142,18 @@ void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepCo
   } else {
     replayed = run_graphed(x, labels, c);
   }
-  // The results, copied out behind the step: the next step's may overwrite the block.
-  pending_.push_back({dev.read_doubles_later(scalars_.on(dev) + kStepBias1, kStepResultSlots), replayed});
+  pending_.push_back({-1, replayed});
+}
+
+void TrainStep::ask_results() {
+  if (pending_.empty() || pending_.back().ticket >= 0) return;
+  pending_.back().ticket = model_.device().read_doubles_later(scalars_.on(model_.device()) + kStepBias1,
+                                                              kStepResultSlots);
 }
 
 FusedResult TrainStep::fused_finish() {
   TANDEM_CHECK(!pending_.empty(), "a fused step read with none queued (a bug in tandem)");
+  if (pending_.front().ticket < 0) ask_results();  // the newest step, read at once
   const Pending p = pending_.front();
   pending_.pop_front();
   double v[kStepSlots] = {};

@@ -19,9 +19,10 @@
 // wait of the host in it: forward, loss and backward, the gradient's squared norm,
 // the decision whether the step is finite and what its scale is (decided on the
 // device: kernels/step_rule.hpp), and the update, which the device skips for a
-// non-finite step. The host then reads the step's scalars once. On a device that
-// captures graphs (CUDA) the queued step is captured once per input (its pointers,
-// shape and position) and replayed from then on: one launch for the whole step.
+// non-finite step. The host reads the step's results once, when it wants them: the
+// bsp loop after it has queued the next step (fused_queue, fused_finish). On a
+// device that captures graphs (CUDA) the queued step is captured once per input (its
+// pointers, shape and position) and replayed from then on: one launch for the step.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -137,9 +138,11 @@ private:
   uint64_t graph_epoch_ = 0;  // the device's memory epoch the captured graphs' pointers are of
   GraphCounts graph_counts_;
   struct Pending {
-    int ticket;     // the device's read_doubles_later ticket for its result slots
-    bool replayed;  // it ran as a graph's replay
+    int ticket = -1;        // the device's read_doubles_later ticket; -1: not asked yet
+    bool replayed = false;  // it ran as a graph's replay
   };
+  // Asks for the newest pending step's results, if not yet asked.
+  void ask_results();
   std::deque<Pending> pending_;  // fused steps queued and not yet read, oldest first
 };
 

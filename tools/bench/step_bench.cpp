@@ -105,7 +105,11 @@ int main(int argc, char** argv) {
       const Tensor& x = loader.load(t, 0, batch);
       LossResult r;
       if (fused) {
-        r = step.fused(x, loader.labels(), ctx, cfg.optimizer.lr).loss;
+        // As the trainer: step t queued, the next batch's gather behind it, then step
+        // t - 1 read (the last step read at the end, inside the timed window).
+        step.fused_queue(x, loader.labels(), ctx, cfg.optimizer.lr);
+        if (t + 1 < warmup + steps) loader.prefetch(t + 1, 0, batch);
+        while (step.unread() > (t + 1 < warmup + steps ? 1 : 0)) r = step.fused_finish().loss;
       } else {
         r = step.compute(x, loader.labels(), ctx);
         // As the trainer: the update only when the loss and the gradient are finite
@@ -113,7 +117,7 @@ int main(int argc, char** argv) {
         const double grad_sq = dev.sum_squares(model.grads().data(), model.param_count());
         if (std::isfinite(r.loss_sum) && std::isfinite(grad_sq)) step.update(batch, cfg.optimizer.lr, grad_sq);
       }
-      if (t + 1 < warmup + steps) loader.prefetch(t + 1, 0, batch);
+      if (!fused && t + 1 < warmup + steps) loader.prefetch(t + 1, 0, batch);
       loss = r.loss_sum / static_cast<double>(batch);
       if (t + 1 == warmup + steps) dev.synchronize();  // the last update is part of the time
       if (t >= warmup) timed_ms += sw.elapsed_ms();

@@ -105,6 +105,8 @@ void TrainStep::queue_fused(const Tensor& x, const int32_t* labels, const StepCo
 }
 
 FusedResult TrainStep::fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, double lr, bool poison) {
+  TANDEM_CHECK(pending_.empty(), "fused() with ", pending_.size(),
+               " step(s) unread: it would return the oldest (a bug in tandem: use fused_finish)");
   fused_queue(x, labels, ctx, lr, poison);
   return fused_finish();
 }

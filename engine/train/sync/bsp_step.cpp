@@ -146,7 +146,8 @@ StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
     p_.positions.resize(t + 1, plan.global_batch());
     p_.loader.prefetch(t + 1, plan.offset(rank_), b);
   }
-  settle(boundary);
+  u.queue_start = queue_start;
+  settle_unread(boundary, false);  // its wait is this iteration's
   unread_ = std::move(u);
   WorkerStats& now = unread_->now;
   now.stats_ms = boundary.post_ms();
@@ -167,7 +168,9 @@ StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
   return r;
 }
 
-void BspStep::settle(Boundary& boundary) {
+void BspStep::settle(Boundary& boundary) { settle_unread(boundary, true); }
+
+void BspStep::settle_unread(Boundary& boundary, bool count_wait) {
   if (!unread_) return;
   Unread u = std::move(*unread_);
   unread_.reset();
@@ -176,16 +179,20 @@ void BspStep::settle(Boundary& boundary) {
   WorkerStats& now = u.now;
   // The host's time queueing the step and waiting for its read: on a CPU all of its
   // compute, update included; on a GPU the part the host saw (optimizer_ms stays 0).
-  now.real_compute_ms = u.queue_ms + (now_ms() - wait_start);
+  const double wait_ms = now_ms() - wait_start;
+  now.real_compute_ms = u.queue_ms + wait_ms;
   now.loss_sum = f.loss.loss_sum;
   now.correct = f.loss.correct;
-  now.compute_end_ms = now_ms() - p_.timeline.origin();
+  // Drawn from where the step was queued (the trace's compute span): on a CPU it ran
+  // there; on a GPU it ran from there on, until at most the read.
+  now.compute_end_ms = u.queue_start + now.real_compute_ms - p_.timeline.origin();
   emulate(u.t, now);
   Control c;
   c.nonfinite.assign(static_cast<size_t>(world_), false);
   c.nonfinite[static_cast<size_t>(rank_)] = !f.finite;
   const bool stepped = settle_fused(c, u.t, u.lr);
-  now.step_ms = u.step_ms;
+  // Read before a boundary: the wait belongs to the step (no later iteration has it).
+  now.step_ms = u.step_ms + (count_wait ? wait_ms : 0.0);
   boundary.post(now);
   p_.progress.train_ms += now.step_ms;
   if (stepped) p_.progress.samples += u.batch;

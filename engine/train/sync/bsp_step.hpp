@@ -79,6 +79,9 @@ private:
   bool compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& now);
   // An iteration with the fused step (above).
   StepResult run_fused(const Plan& plan, int64_t t, Boundary& boundary);
+  // settle(); count_wait: the wait for the step's read is counted in its step_ms (a
+  // read before a boundary; in run_fused the wait is the reading iteration's).
+  void settle_unread(Boundary& boundary, bool count_wait);
   // Sleeps until the emulated device would be done; sets now.compute_ms.
   void emulate(int64_t t, WorkerStats& now);
   // The arrival and the all-reduce, with `out` riding along.
@@ -112,7 +115,7 @@ private:
   // The fused step queued and not yet read, with what its books need.
   struct Unread {
     int64_t t = 0, batch = 0;
-    double start = 0.0, queue_ms = 0.0, step_ms = 0.0, lr = 0.0;
+    double start = 0.0, queue_start = 0.0, queue_ms = 0.0, step_ms = 0.0, lr = 0.0;
     WorkerStats now;
   };
   std::optional<Unread> unread_;

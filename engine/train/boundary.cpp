@@ -208,6 +208,7 @@ bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
   return true;
 }
 
+// Mirrors apply() below: each of its actions makes the boundary not quiet.
 bool Boundary::quiet(const Control& c, int64_t done) const {
   const bool epochs_drawn = p_.cfg.adaptive_batch() && p_.progress.samples_drawn >= length_.epoch_samples;
   return !c.plan && !c.stop && !c.pause && !c.checkpoint && !c.slowdown && !interrupted() && done < p_.total &&

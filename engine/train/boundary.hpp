@@ -106,7 +106,8 @@ public:
   bool apply(Control& c, int64_t done, Plan& plan);
   // Whether apply(c, done) will do nothing but hand back control: no plan, stop,
   // pause, checkpoint, slowdown, evaluation or last iteration. A fused step may stay
-  // unread across such a boundary (sync/bsp_step.hpp).
+  // unread across such a boundary (sync/bsp_step.hpp). Keep it in step with apply():
+  // whatever apply() learns to act on must make a boundary not quiet.
   bool quiet(const Control& c, int64_t done) const;
   // After the loop: the last stats recorded, a final checkpoint, the summary.
   RunSummary finish(int64_t done, const Plan& plan);

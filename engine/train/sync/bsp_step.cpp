@@ -137,16 +137,17 @@ StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
   u.lr = learning_rate();
   StepContext ctx;
   ctx.seed = mix_seed(p_.cfg.seed, static_cast<uint64_t>(t));
-  const double queue_start = now_ms();
+  u.queue_start = now_ms();
   p_.step.fused_queue(x, p_.loader.labels(), ctx, u.lr, p_.faults.nan_at(t));
-  u.queue_ms = now_ms() - queue_start;
+  u.queue_ms = now_ms() - u.queue_start;
   // The next batch's gather queued behind the step (run() asks again after the
   // Control, for a plan it changed; the same slice is not gathered twice).
   if (t + 1 < p_.total && plans_known_) {
     p_.positions.resize(t + 1, plan.global_batch());
     p_.loader.prefetch(t + 1, plan.offset(rank_), b);
   }
-  u.queue_start = queue_start;
+  // Step t - 1, which a GPU has finished by now: read, its books kept, its stats
+  // posted for decide(t) below to record.
   settle_unread(boundary, false);  // its wait is this iteration's
   unread_ = std::move(u);
   WorkerStats& now = unread_->now;

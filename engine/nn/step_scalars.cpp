@@ -22,11 +22,4 @@ void StepScalars::write(Device& dev, int first, const double* values, int count)
   dev.write_doubles(on(dev) + first, values, count);
 }
 
-StepScalars::Values StepScalars::read() const {
-  Values v{};
-  if (buffer_.defined())
-    buffer_.device().read_doubles(v.data(), reinterpret_cast<const double*>(buffer_.data()), kStepSlots);
-  return v;
-}
-
 }  // namespace tandem

@@ -173,6 +173,11 @@ FusedResult TrainStep::fused_finish() {
 
 bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
   Device& dev = model_.device();
+  const auto op_by_op = [&] {
+    queue_fused(x, labels, ctx, false);
+    ++graph_counts_.eager;
+    return false;
+  };
   // A graph holds raw pointers: once any device memory was allocated or freed (an
   // evaluation grew a buffer, a new batch size did), none of them can be trusted.
   if (live_graphs_ > 0 && dev.memory_epoch() != graph_epoch_) {
@@ -181,26 +186,23 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
   }
   const int64_t n = x.dim(0);
   const GraphKey key{x.data(), labels, n, x.numel() / n, ctx.first_sample};
-  Graph& g = graphs_[key];
-  if (g.id >= 0) {
+  if (const Graph& g = graphs_[key]; g.id >= 0) {
     dev.replay(g.id);
     ++graph_counts_.replayed;
     return true;
-  }
-  if (!g.warm || g.refused) {
+  } else if (!g.warm || g.refused) {
     // First sightings run op by op: they grow the buffers this input needs. One that
     // allocates nothing says the next sighting can be captured.
     const uint64_t before = dev.memory_epoch();
-    queue_fused(x, labels, ctx, false);
-    g.warm = dev.memory_epoch() == before;
-    ++graph_counts_.eager;
+    op_by_op();
+    graphs_[key].warm = dev.memory_epoch() == before;
     return false;
   }
   if (live_graphs_ >= kMaxGraphs) {  // many inputs (batch sizes): start over
     drop_graphs();
     ++graph_counts_.evicted;
   }
-  Graph& g2 = graphs_[key];  // drop_graphs() may have removed g
+  Graph& g = graphs_[key];
   const uint64_t before = dev.memory_epoch();
   int id = -1;
   try {
@@ -211,27 +213,23 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     // Nothing ran (a capture runs nothing): the step runs op by op. This input is not
     // tried again, and after a few such failures no input is.
     dev.abort_capture();
-    g2.refused = true;
+    g.refused = true;
     ++graph_counts_.failed;
     const bool give_up = ++capture_failures_ >= kMaxCaptureFailures;
     spdlog::warn("the training step could not be captured in a graph on {} ({}): {}", dev.name(), e.what(),
                  give_up ? "it runs op by op from now on" : "this input runs op by op");
-    if (give_up) set_graphs(false);
-    queue_fused(x, labels, ctx, false);
-    ++graph_counts_.eager;
-    return false;
+    if (give_up) set_graphs(false);  // drops every graph, g with them
+    return op_by_op();
   }
   if (dev.memory_epoch() != before) {
     // The capture took memory (a pool block its ops now point into) that the next
     // free could hand to someone else: never replay it.
     dev.drop_graph(id);
-    g2.refused = true;
-    queue_fused(x, labels, ctx, false);
-    ++graph_counts_.eager;
-    return false;
+    g.refused = true;
+    return op_by_op();
   }
   // A capture runs nothing: the step runs as the graph's first replay.
-  g2.id = id;
+  g.id = id;
   ++live_graphs_;
   graph_epoch_ = dev.memory_epoch();
   dev.replay(id);

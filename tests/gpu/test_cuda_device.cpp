@@ -351,6 +351,17 @@ void check_model(Device& gpu, const std::string& experiment, const std::vector<s
   GPU_CHECK_CLOSE(label, "local batch 0", "parameters", g.model.params().to_host(), c.model.params().to_host(), 1e-4);
 }
 
+// One fused step on three sides: q captured and replayed on the GPU, e op by op on the
+// GPU (bit for bit q's), c on the CPU (q's to float rounding).
+void compare_fused(const std::string& shape, const FusedResult& rq, const FusedResult& re, const FusedResult& rc,
+                   Model& q, Model& e, Model& c) {
+  GPU_CHECK("fused", shape, "graph replay's loss bit for bit", rq.loss.loss_sum == re.loss.loss_sum);
+  GPU_CHECK_CLOSE("fused", shape, "loss", std::vector<double>{rq.loss.loss_sum}, std::vector<double>{rc.loss.loss_sum},
+                  1e-4);
+  GPU_CHECK_CLOSE("fused", shape, "replayed parameters bit for bit", q.params().to_host(), e.params().to_host(), 0.0);
+  GPU_CHECK_CLOSE("fused", shape, "parameters", q.params().to_host(), c.params().to_host(), 1e-4);
+}
+
 // A small GPT's fused step (the experiment's default: no dropout, so capturable) on
 // the GPU captured and replayed, against the same op by op on the GPU (bit for bit)
 // and on the CPU (float rounding). Batched attention GEMMs, layer norm and the causal
@@ -399,12 +410,7 @@ void check_fused_gpt(Device& gpu) {
     const FusedResult rc = c.step.fused(c.x, DeviceInput::labels_of(c.labels), ctx, lr);
     const FusedResult re = e.step.fused(e.x, DeviceInput::labels_of(e.labels), ctx, lr);
     const FusedResult rq = q.step.fused(q.x, DeviceInput::labels_of(q.labels), ctx, lr);
-    GPU_CHECK("fused", shape, "graph replay's loss bit for bit", rq.loss.loss_sum == re.loss.loss_sum);
-    GPU_CHECK_CLOSE("fused", shape, "loss", std::vector<double>{rq.loss.loss_sum},
-                    std::vector<double>{rc.loss.loss_sum}, 1e-4);
-    GPU_CHECK_CLOSE("fused", shape, "replayed parameters bit for bit", q.model.params().to_host(),
-                    e.model.params().to_host(), 0.0);
-    GPU_CHECK_CLOSE("fused", shape, "parameters", q.model.params().to_host(), c.model.params().to_host(), 1e-4);
+    compare_fused(shape, rq, re, rc, q.model, e.model, c.model);
   }
   // Op by op while its buffers grow, then captured: the last steps are replays.
   GPU_CHECK("fused", "gpt", "replays", q.step.graph_counts().replayed >= 3);
@@ -416,6 +422,11 @@ void check_fused_gpt(Device& gpu) {
 // float rounding; a step with a NaN is skipped on the device.
 void check_fused(Device& gpu) {
   Device& cpu = cpu_device();
+  const auto slots = [](Device& dev, StepScalars& s) {  // every slot, waiting for the device
+    std::vector<double> v(kStepSlots);
+    dev.read_doubles(v.data(), s.on(dev), kStepSlots);
+    return v;
+  };
   const auto g = random_floats(1000, 8);
   Tensor gg = on(gpu, g, {1000});
   StepScalars sg, sc;
@@ -438,13 +449,11 @@ void check_fused(Device& gpu) {
   totals_c.write(cpu, 0, totals, 2);
   const StepRule rule{0.01};
   gpu.decide_step(dg, totals_g.on(gpu), rule);
-  StepScalars::Values vg = sg.read();
+  std::vector<double> vg = slots(gpu, sg);
   GPU_CHECK("sum_squares_into", "1000", "the host's sum_squares", vg[kStepGradSq] == host_sq);
   sc.write(cpu, kStepGradSq, &vg[kStepGradSq], 1);
   cpu.decide_step(sc.on(cpu), totals_c.on(cpu), rule);
-  const StepScalars::Values vc = sc.read();
-  GPU_CHECK_CLOSE("decide_step", "clipped", "slots", std::vector<double>(vg.begin(), vg.end()),
-                  std::vector<double>(vc.begin(), vc.end()), 1e-15);
+  GPU_CHECK_CLOSE("decide_step", "clipped", "slots", vg, slots(cpu, sc), 1e-15);
   GPU_CHECK("decide_step", "clipped", "finite", vg[kStepFinite] == 1.0);
   GPU_CHECK("decide_step", "clipped", "bias corrections of a skipped step before",
             vg[kStepBias1] == 0.5 && vg[kStepBias2] == 0.25);
@@ -452,7 +461,7 @@ void check_fused(Device& gpu) {
   const double inf = INFINITY;
   sg.write(gpu, kStepGradSq, &inf, 1);
   gpu.decide_step(dg, totals_g.on(gpu), rule);  // the step before (the one above) was taken
-  vg = sg.read();
+  vg = slots(gpu, sg);
   GPU_CHECK("decide_step", "Inf gradient", "not finite", vg[kStepFinite] == 0.0);
   GPU_CHECK("decide_step", "Inf gradient", "bias corrections of a taken step before",
             vg[kStepBias1] == 0.75 && vg[kStepBias2] == 0.375);
@@ -497,12 +506,7 @@ void check_fused(Device& gpu) {
       const FusedResult rq = q.step.fused(q.loader.load(t, 0, batch), q.loader.labels(), ctx, lr, poison);
       GPU_CHECK("fused", shape, "finite as on the CPU", rc.finite == !poison && re.finite == !poison &&
                                                              rq.finite == !poison);
-      GPU_CHECK("fused", shape, "graph replay's loss bit for bit", rq.loss.loss_sum == re.loss.loss_sum);
-      GPU_CHECK_CLOSE("fused", shape, "loss", std::vector<double>{rq.loss.loss_sum},
-                      std::vector<double>{rc.loss.loss_sum}, 1e-4);
-      GPU_CHECK_CLOSE("fused", shape, "replayed parameters bit for bit", q.model.params().to_host(),
-                      e.model.params().to_host(), 0.0);
-      GPU_CHECK_CLOSE("fused", shape, "parameters", q.model.params().to_host(), c.model.params().to_host(), 1e-4);
+      compare_fused(shape, rq, re, rc, q.model, e.model, c.model);
     }
     const GraphCounts& n = q.step.graph_counts();
     std::printf("%s: %lld replays of %lld captured graphs, %lld steps op by op\n", optimizer,

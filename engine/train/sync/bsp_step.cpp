@@ -49,14 +49,24 @@ BspStep::BspStep(const BspParts& parts, bool plans_known)
   if (fused_ && !plans_known_) p_.step.set_graphs(false);
 }
 
-StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
-  if (fused_) return run_fused(plan, t, boundary);
-  const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
+BatchSpan BspStep::place(const Plan& plan, int64_t t) {
   const BatchSpan span = p_.positions.at(t);
   TANDEM_CHECK(span.size == plan.global_batch(), "iteration ", t, " runs plan ", plan.str(), " (a global batch of ",
                plan.global_batch(), ") where the sampler placed ", span.size, " samples (a bug in tandem)");
   batch_ = span.size;
   samples_before_ = span.samples_before;
+  return span;
+}
+
+void BspStep::prefetch(int64_t t, const Plan& plan) {
+  p_.positions.resize(t, plan.global_batch());
+  p_.loader.prefetch(t, plan.offset(rank_), plan.local_batch[static_cast<size_t>(rank_)]);
+}
+
+StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
+  if (fused_) return run_fused(plan, t, boundary);
+  const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
+  const BatchSpan span = place(plan, t);
   const double start = now_ms();
   WorkerStats now = boundary.begin_stats(t, b, start);
   const Tensor& x = p_.loader.load(t, offset, b);
@@ -81,11 +91,7 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   if (r.control.noise_scale) p_.progress.noise_scale = *r.control.noise_scale;
   // A GPU runs the update it was just given while the host gathers the next batch
   // and the copy engine uploads it (on the CPU this does nothing).
-  if (r.done < p_.total && (plans_known_ || r.control.plan)) {
-    const Plan& upcoming = r.control.plan ? *r.control.plan : plan;
-    p_.positions.resize(t + 1, upcoming.global_batch());
-    p_.loader.prefetch(t + 1, upcoming.offset(rank_), upcoming.local_batch[static_cast<size_t>(rank_)]);
-  }
+  if (r.done < p_.total && (plans_known_ || r.control.plan)) prefetch(t + 1, r.control.plan ? *r.control.plan : plan);
   now.step_ms = now_ms() - start;
   boundary.post(now);  // leaves for rank 0 now, to be there by its next compute
   p_.progress.train_ms += now.step_ms;
@@ -122,11 +128,7 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
 // trainer before a boundary that needs it (settle()).
 StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)];
-  const BatchSpan span = p_.positions.at(t);
-  TANDEM_CHECK(span.size == plan.global_batch(), "iteration ", t, " runs plan ", plan.str(), " (a global batch of ",
-               plan.global_batch(), ") where the sampler placed ", span.size, " samples (a bug in tandem)");
-  batch_ = span.size;
-  samples_before_ = span.samples_before;
+  const BatchSpan span = place(plan, t);
   Unread u;
   u.t = t;
   u.batch = span.size;
@@ -142,10 +144,7 @@ StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
   u.queue_ms = now_ms() - u.queue_start;
   // The next batch's gather queued behind the step (run() asks again after the
   // Control, for a plan it changed; the same slice is not gathered twice).
-  if (t + 1 < p_.total && plans_known_) {
-    p_.positions.resize(t + 1, plan.global_batch());
-    p_.loader.prefetch(t + 1, plan.offset(rank_), b);
-  }
+  if (t + 1 < p_.total && plans_known_) prefetch(t + 1, plan);
   // Step t - 1, which a GPU has finished by now: read, its books kept, its stats
   // posted for decide(t) below to record.
   settle_unread(boundary, false);  // its wait is this iteration's
@@ -161,10 +160,7 @@ StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
   r.control = synchronize(out, now);
   p_.progress.samples_drawn = samples_before_ + batch_;
   p_.progress.sample_cursor = span.start + span.size;
-  if (r.done < p_.total && r.control.plan) {
-    p_.positions.resize(t + 1, r.control.plan->global_batch());
-    p_.loader.prefetch(t + 1, r.control.plan->offset(rank_), r.control.plan->local_batch[static_cast<size_t>(rank_)]);
-  }
+  if (r.done < p_.total && r.control.plan) prefetch(t + 1, *r.control.plan);
   unread_->step_ms = now_ms() - unread_->start;
   return r;
 }

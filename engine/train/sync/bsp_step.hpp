@@ -77,6 +77,12 @@ private:
   // Forward + backward of this rank's slice into `now`; false when the loss or the
   // gradient is not finite.
   bool compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& now);
+  // Iteration t's global batch under `plan` (checked against the sampler's), kept in
+  // batch_ and samples_before_.
+  BatchSpan place(const Plan& plan, int64_t t);
+  // Iteration t's batch under `plan` placed and its gather started (a GPU's: queued
+  // behind what the device runs now; nothing on the CPU).
+  void prefetch(int64_t t, const Plan& plan);
   // An iteration with the fused step (above).
   StepResult run_fused(const Plan& plan, int64_t t, Boundary& boundary);
   // settle(); count_wait: the wait for the step's read is counted in its step_ms (a

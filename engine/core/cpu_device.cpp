@@ -104,6 +104,9 @@ public:
       product(conv_mantissa_bits(precision_), false, false, s.out_channels, spatial, kdim, 1.0f, w, kdim, columns,
               spatial, 0.0f, y + static_cast<size_t>(i) * s.out_channels * spatial, spatial);
     }
+    // bf16: the output rounded once after the float32 sums, as cuDNN writes bfloat16.
+    cpu::round_in_place(y, static_cast<size_t>(s.batch) * s.out_channels * spatial,
+                        conv_output_mantissa_bits(precision_));
   }
   void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dw,
                        float* dx) override {
@@ -125,6 +128,11 @@ public:
         cpu::col2im(columns, s.in_channels, s.height, s.width, s.kernel, s.kernel, s.pad, s.stride, dx + i * image);
       }
     }
+    // bf16: each gradient rounded once, after the whole batch's float32 sums (cuDNN's
+    // bfloat16 outputs).
+    const int out_bits = conv_output_mantissa_bits(precision_);
+    cpu::round_in_place(dw, static_cast<size_t>(s.out_channels) * kdim, out_bits);
+    if (dx) cpu::round_in_place(dx, image * s.batch, out_bits);
   }
   void maxpool_forward(const float* x, int n, int c, int h, int w, int k, int stride, float* y,
                        int32_t* argmax) override {

@@ -103,8 +103,8 @@ public:
                                                                                   : CUBLAS_DEFAULT_MATH));
     TANDEM_CUDNN_CHECK(cudnnCreate(&dnn_));
     TANDEM_CUDNN_CHECK(cudnnSetStream(dnn_, stream_));
-    // Convolutions: TF32 tensor cores in tf32 and bf16 alike (precision.hpp).
-    cudnn_ = std::make_unique<CudnnOps>(dnn_, o.precision != Precision::fp32,
+    // Convolutions: TF32 tensor cores in tf32, bfloat16 ones in bf16 (precision.hpp).
+    cudnn_ = std::make_unique<CudnnOps>(dnn_, o.precision,
                                         [this](size_t b) { return workspace_.get(b, stream_); });
   }
 

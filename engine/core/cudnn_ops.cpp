@@ -1,9 +1,12 @@
 #if TANDEM_HAVE_CUDA
 #include "engine/core/cudnn_ops.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "engine/core/cuda_check.hpp"
+#include "kernels/cuda/bf16_convert.cuh"
 
 // The descriptor API is marked deprecated in cuDNN 9 in favour of the graph API; it
 // is still supported and covers what tandem needs with far less code.
@@ -13,12 +16,30 @@ namespace tandem {
 
 namespace {
 
-cudnnTensorDescriptor_t make_tensor(int n, int c, int h, int w) {
+cudnnTensorDescriptor_t make_tensor(int n, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   cudnnTensorDescriptor_t d;
   TANDEM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-  TANDEM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  TANDEM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, n, c, h, w));
   return d;
 }
+
+// Consecutive pieces of one workspace block, each 256-byte aligned (what cuDNN's
+// tensor-core algorithms and the vector conversions want).
+class Carve {
+public:
+  static size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+  explicit Carve(void* base) : base_(static_cast<char*>(base)) {}
+  template <typename T>
+  T* take(size_t count) {
+    T* p = reinterpret_cast<T*>(base_ + used_);
+    used_ += round_up(count * sizeof(T));
+    return p;
+  }
+
+private:
+  char* base_;
+  size_t used_ = 0;
+};
 
 // The first deterministic algorithm cuDNN's heuristics rank as working; the
 // heuristics list the fastest first.
@@ -66,8 +87,8 @@ struct CudnnOps::Pool {
   }
 };
 
-CudnnOps::CudnnOps(cudnnHandle_t handle, bool tf32, std::function<void*(size_t)> workspace)
-    : handle_(handle), tf32_(tf32), workspace_(std::move(workspace)) {}
+CudnnOps::CudnnOps(cudnnHandle_t handle, Precision precision, std::function<void*(size_t)> workspace)
+    : handle_(handle), precision_(precision), workspace_(std::move(workspace)) {}
 
 CudnnOps::~CudnnOps() = default;
 
@@ -76,17 +97,22 @@ CudnnOps::Conv& CudnnOps::conv(const ConvShape& s) {
   auto it = convs_.find(key);
   if (it != convs_.end()) return *it->second;
   auto c = std::make_unique<Conv>();
-  c->x = make_tensor(s.batch, s.in_channels, s.height, s.width);
-  c->y = make_tensor(s.batch, s.out_channels, s.out_h(), s.out_w());
+  // bf16: bfloat16 tensors and filter, float32 accumulation (PSEUDO_BFLOAT16_CONFIG).
+  const bool bf16 = precision_ == Precision::bf16;
+  const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  c->x = make_tensor(s.batch, s.in_channels, s.height, s.width, data);
+  c->y = make_tensor(s.batch, s.out_channels, s.out_h(), s.out_w(), data);
   TANDEM_CUDNN_CHECK(cudnnCreateFilterDescriptor(&c->w));
-  TANDEM_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.out_channels,
-                                                s.in_channels, s.kernel, s.kernel));
+  TANDEM_CUDNN_CHECK(
+      cudnnSetFilter4dDescriptor(c->w, data, CUDNN_TENSOR_NCHW, s.out_channels, s.in_channels, s.kernel, s.kernel));
   TANDEM_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&c->conv));
   // Cross-correlation, as torch and tandem's CPU convolution compute it.
   TANDEM_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c->conv, s.pad, s.pad, s.stride, s.stride, 1, 1,
                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  // FMA math keeps float32 exact to float32; TF32 tensor ops only when asked.
-  TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, tf32_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  // FMA math keeps float32 exact to float32; tensor ops (TF32, or bfloat16's) only
+  // when asked.
+  TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(
+      c->conv, precision_ == Precision::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   int n, ch, oh, ow;
   TANDEM_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &n, &ch, &oh, &ow));
   TANDEM_CHECK(n == s.batch && ch == s.out_channels && oh == s.out_h() && ow == s.out_w(),
@@ -108,25 +134,50 @@ CudnnOps::Conv& CudnnOps::conv(const ConvShape& s) {
   return *convs_.emplace(key, std::move(c)).first->second;
 }
 
+cudaStream_t CudnnOps::stream() const {
+  cudaStream_t stream = nullptr;
+  TANDEM_CUDNN_CHECK(cudnnGetStream(handle_, &stream));
+  return stream;
+}
+
 void CudnnOps::conv_forward(const ConvShape& s, const float* x, const float* w, float* y) {
   if (s.batch == 0) return;  // cuDNN rejects empty tensors; nothing to compute
   Conv& c = conv(s);
   const float one = 1.0f, zero = 0.0f;
-  void* ws = workspace_(c.fwd_ws);
-  TANDEM_CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, c.x, x, c.w, w, c.conv, c.fwd, ws, c.fwd_ws, &zero, c.y, y));
+  if (precision_ != Precision::bf16) {
+    void* ws = workspace_(c.fwd_ws);
+    TANDEM_CUDNN_CHECK(
+        cudnnConvolutionForward(handle_, &one, c.x, x, c.w, w, c.conv, c.fwd, ws, c.fwd_ws, &zero, c.y, y));
+    return;
+  }
+  // bf16: x and W converted, the bfloat16 y widened; all in one workspace block.
+  const size_t xs = s.x_size(), wsz = s.w_size(), ys = s.y_size();
+  Carve carve(workspace_(Carve::round_up(c.fwd_ws) + Carve::round_up(2 * xs) + Carve::round_up(2 * wsz) +
+                         Carve::round_up(2 * ys)));
+  void* ws = carve.take<char>(c.fwd_ws);
+  uint16_t* x16 = carve.take<uint16_t>(xs);
+  uint16_t* w16 = carve.take<uint16_t>(wsz);
+  uint16_t* y16 = carve.take<uint16_t>(ys);
+  const cudaStream_t st = stream();
+  cuda::to_bf16(x, x16, xs, st);
+  cuda::to_bf16(w, w16, wsz, st);
+  TANDEM_CUDNN_CHECK(
+      cudnnConvolutionForward(handle_, &one, c.x, x16, c.w, w16, c.conv, c.fwd, ws, c.fwd_ws, &zero, c.y, y16));
+  cuda::from_bf16(y16, y, ys, st);
 }
 
 void CudnnOps::conv_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dw,
                              float* dx) {
   if (s.batch == 0) {
     // No samples: a zero weight gradient (this worker's share of the sum).
-    cudaStream_t stream = nullptr;
-    TANDEM_CUDNN_CHECK(cudnnGetStream(handle_, &stream));
-    TANDEM_CUDA_CHECK(cudaMemsetAsync(dw, 0, sizeof(float) * static_cast<size_t>(s.out_channels) * s.in_channels *
-                                                 s.kernel * s.kernel, stream));
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(dw, 0, sizeof(float) * s.w_size(), stream()));
     return;
   }
   Conv& c = conv(s);
+  if (precision_ == Precision::bf16) {
+    conv_backward_bf16(s, c, x, w, dy, dw, dx);
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   void* ws = workspace_(c.bwd_filter_ws);
   TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, &one, c.x, x, c.y, dy, c.conv, c.bwd_filter, ws,
@@ -135,6 +186,34 @@ void CudnnOps::conv_backward(const ConvShape& s, const float* x, const float* w,
   ws = workspace_(c.bwd_data_ws);
   TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, c.w, w, c.y, dy, c.conv, c.bwd_data, ws,
                                                   c.bwd_data_ws, &zero, c.x, dx));
+}
+
+// As conv_backward, with x, W and dy converted to bfloat16 and dW, dx widened.
+void CudnnOps::conv_backward_bf16(const ConvShape& s, Conv& c, const float* x, const float* w, const float* dy,
+                                  float* dw, float* dx) {
+  const float one = 1.0f, zero = 0.0f;
+  const size_t xs = s.x_size(), wsz = s.w_size(), ys = s.y_size();
+  const size_t ws_bytes = std::max(c.bwd_filter_ws, dx ? c.bwd_data_ws : size_t{0});
+  // x16 is the data gradient's room too: x is not read after the filter gradient.
+  Carve carve(workspace_(Carve::round_up(ws_bytes) + Carve::round_up(2 * xs) + 2 * Carve::round_up(2 * wsz) +
+                         Carve::round_up(2 * ys)));
+  void* ws = carve.take<char>(ws_bytes);
+  uint16_t* x16 = carve.take<uint16_t>(xs);
+  uint16_t* w16 = carve.take<uint16_t>(wsz);
+  uint16_t* dw16 = carve.take<uint16_t>(wsz);
+  uint16_t* dy16 = carve.take<uint16_t>(ys);
+  const cudaStream_t st = stream();
+  cuda::to_bf16(x, x16, xs, st);
+  cuda::to_bf16(dy, dy16, ys, st);
+  TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, &one, c.x, x16, c.y, dy16, c.conv, c.bwd_filter, ws,
+                                                    c.bwd_filter_ws, &zero, c.w, dw16));
+  cuda::from_bf16(dw16, dw, wsz, st);
+  if (!dx) return;
+  cuda::to_bf16(w, w16, wsz, st);
+  uint16_t* dx16 = x16;
+  TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, c.w, w16, c.y, dy16, c.conv, c.bwd_data, ws,
+                                                  c.bwd_data_ws, &zero, c.x, dx16));
+  cuda::from_bf16(dx16, dx, xs, st);
 }
 
 CudnnOps::Pool& CudnnOps::pool(int batch, int channels, int height, int width, int k, int stride) {

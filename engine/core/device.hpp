@@ -23,6 +23,10 @@ struct ConvShape {
   int batch = 0, in_channels = 0, height = 0, width = 0, out_channels = 0, kernel = 1, pad = 0, stride = 1;
   int out_h() const { return (height + 2 * pad - kernel) / stride + 1; }
   int out_w() const { return (width + 2 * pad - kernel) / stride + 1; }
+  // Elements of x (N C H W), of the filter (OC C K K) and of y (N OC OH OW).
+  size_t x_size() const { return static_cast<size_t>(batch) * in_channels * height * width; }
+  size_t w_size() const { return static_cast<size_t>(out_channels) * in_channels * kernel * kernel; }
+  size_t y_size() const { return static_cast<size_t>(batch) * out_channels * out_h() * out_w(); }
 };
 
 class Device {

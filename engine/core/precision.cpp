@@ -29,6 +29,8 @@ int gemm_mantissa_bits(Precision p) {
   return 23;
 }
 
-int conv_mantissa_bits(Precision p) { return p == Precision::fp32 ? 23 : 10; }
+int conv_mantissa_bits(Precision p) { return gemm_mantissa_bits(p); }
+
+int conv_output_mantissa_bits(Precision p) { return p == Precision::bf16 ? 7 : 23; }
 
 }  // namespace tandem

@@ -7,8 +7,10 @@
 //   tf32  inputs rounded to TF32 (10 mantissa bits), tensor cores on a GPU;
 //   bf16  GEMM inputs rounded to bfloat16 (7 mantissa bits), tensor cores on a GPU
 //         (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF, PyTorch's float32 matmul precision
-//         'medium'); convolutions in TF32 (cuDNN's float32 convolutions have no
-//         bfloat16 mode without bfloat16 tensors).
+//         'medium'). Convolutions take bfloat16 inputs and give bfloat16 outputs
+//         (y, dW and dx each rounded once, after a float32 accumulation), as PyTorch's
+//         autocast does: cuDNN's bfloat16 convolutions (PSEUDO_BFLOAT16_CONFIG) have
+//         bfloat16 outputs, so the output is rounded on the CPU too.
 // On the CPU the rounding is done before an fp32 GEMM, so a CPU worker computes what
 // a GPU worker would (the products of rounded inputs are exact in float32): a mixed
 // cluster trains with one arithmetic, and the CPU is the reference the GPU is tested
@@ -24,7 +26,10 @@ Precision parse_precision(const std::string& name);
 const char* precision_name(Precision p);
 // The mantissa bits a GEMM input keeps (23 in fp32: nothing is rounded).
 int gemm_mantissa_bits(Precision p);
-// The same for a convolution's inputs (bf16 convolutions run in TF32: see above).
+// The same for a convolution's inputs,
 int conv_mantissa_bits(Precision p);
+// and for its outputs (y, dW, dx): 7 in bf16, where cuDNN writes bfloat16; 23 (not
+// rounded) otherwise.
+int conv_output_mantissa_bits(Precision p);
 
 }  // namespace tandem

@@ -42,4 +42,10 @@ void round_matrix(const float* src, int rows, int cols, int ld, int bits, float*
   }
 }
 
+void round_in_place(float* x, size_t count, int bits) {
+  if (bits >= 23) return;
+  const Rounding round(bits);
+  for (size_t i = 0; i < count; ++i) x[i] = round(x[i]);
+}
+
 }  // namespace tandem::cpu

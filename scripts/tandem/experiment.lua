@@ -137,9 +137,10 @@ M.schema = record {
                                     .. 'norm); always: also on a CPU, or fail saying why not; never: off' }),
   precision = string_('fp32', { one_of = { 'fp32', 'tf32', 'bf16' },
                                doc = 'what GEMMs and convolutions compute in: fp32; tf32 (inputs to 10 mantissa '
-                                  .. 'bits, about 1e-3 relative); bf16 (GEMM inputs to 7 bits, about 4e-3, '
-                                  .. 'convolutions in tf32); float32 accumulation, weights, loss and softmax in '
-                                  .. 'every mode; tensor cores on a GPU, the same rounding on a CPU' }),
+                                  .. 'bits, about 1e-3 relative); bf16 (GEMM and convolution inputs to 7 bits, '
+                                  .. 'about 4e-3, and convolution outputs too); float32 accumulation, weights, '
+                                  .. 'loss and softmax in every mode; tensor cores on a GPU, the same rounding on '
+                                  .. 'a CPU' }),
   log_level = string_('info', { one_of = { 'trace', 'debug', 'info', 'warn', 'error', 'off' } }),
   out_dir = string_('', { doc = "run directory; '' = runs/<name>-<timestamp>" }),
   -- tandem sim: the cluster model (engine/sim/simulator.hpp); compute comes from emulation.

@@ -91,10 +91,15 @@ BOOST_AUTO_TEST_CASE(batch_norm_over_the_global_batch_keeps_any_plan_exact) {
 
 // precision = 'bf16' (engine/core/precision.hpp) rounds every GEMM input before
 // its product and keeps the sums float32, so a split still changes only the order of
-// float32 additions: any plan trains like one worker in bf16 as in fp32. LeNet's
-// convolutions (TF32 in bf16) keep it too. The bf16 runs differ from fp32 ones far
-// more than the plans differ among themselves, so the rounding did happen.
-BOOST_AUTO_TEST_CASE(bf16_keeps_any_plan_exact) {
+// float32 additions: any plan trains the MLP like one worker in bf16 as in fp32.
+// A bf16 convolution also rounds its outputs to bfloat16, as cuDNN's bfloat16
+// convolutions (and PyTorch's autocast under DDP) do: each worker's weight gradient
+// is rounded before the all-reduce, where one worker rounds the whole batch's sum.
+// So LeNet's plans agree within bfloat16's rounding of a gradient, not to float32's:
+// a split moves LeNet's parameters a small fraction as far as bf16 itself does. The
+// bf16 runs differ from fp32 ones far more than the plans differ among themselves,
+// so the rounding did happen.
+BOOST_AUTO_TEST_CASE(bf16_keeps_any_plan_within_its_rounding) {
   const auto one = train("bf16-one", "precision=bf16");
   const auto skewed = train("bf16-skewed", "precision=bf16 --workers 4 plan.kind=fixed plan.batches=1,3,40,84");
   const auto fp32 = train("bf16-fp32", "");
@@ -102,11 +107,16 @@ BOOST_AUTO_TEST_CASE(bf16_keeps_any_plan_exact) {
   const auto lenet_one = train("bf16-lenet-one", "precision=bf16", lenet, 3);
   const auto lenet_skewed = train("bf16-lenet-skewed", "precision=bf16 --workers 3 plan.kind=fixed plan.batches=8,0,120",
                                   lenet, 3);
-  std::cout << "bf16, scaled differences: skewed " << scaled_difference(one, skewed) << ", lenet skewed "
-            << scaled_difference(lenet_one, lenet_skewed) << ", to fp32 " << scaled_difference(one, fp32) << std::endl;
+  const auto lenet_fp32 = train("bf16-lenet-fp32", "", lenet, 3);
+  const double lenet_split = scaled_difference(lenet_one, lenet_skewed);
+  const double lenet_rounding = scaled_difference(lenet_one, lenet_fp32);
+  std::cout << "bf16, scaled differences: skewed " << scaled_difference(one, skewed) << ", to fp32 "
+            << scaled_difference(one, fp32) << "; lenet skewed " << lenet_split << ", lenet to fp32 "
+            << lenet_rounding << std::endl;
   BOOST_TEST(scaled_difference(one, skewed) < 1e-5);
-  BOOST_TEST(scaled_difference(lenet_one, lenet_skewed) < 1e-5);
   BOOST_TEST(scaled_difference(one, fp32) > 1e-4);
+  BOOST_TEST(lenet_split < 1e-4);
+  BOOST_TEST(lenet_split < 0.1 * lenet_rounding);
 }
 
 // The guarantee holds for what users train most: a GPT (attention, layer norm,

@@ -2,7 +2,8 @@
 // itself (to nearest, ties to even, the special values), and that the CPU device's
 // GEMMs and convolutions compute exactly the float32 product of rounded inputs
 // (bit for bit, every transpose, leading dimensions wider than the matrix, k = 0,
-// batched), while the default device stays plain float32.
+// batched; bf16 convolutions also round each output once), while the default device
+// stays plain float32.
 #define BOOST_TEST_MODULE reduced_precision
 #include <boost/test/unit_test.hpp>
 
@@ -51,7 +52,12 @@ BOOST_AUTO_TEST_CASE(names_parse_and_unknown_ones_fail) {
   BOOST_TEST(std::string(precision_name(Precision::bf16)) == "bf16");
   BOOST_CHECK_THROW(parse_precision("fp16"), Error);
   BOOST_TEST(gemm_mantissa_bits(Precision::bf16) == kBf16);
-  BOOST_TEST(conv_mantissa_bits(Precision::bf16) == kTf32);  // convolutions stay TF32 in bf16
+  BOOST_TEST(conv_mantissa_bits(Precision::bf16) == kBf16);
+  BOOST_TEST(conv_mantissa_bits(Precision::tf32) == kTf32);
+  // Only bf16 convolutions round their outputs (cuDNN writes them as bfloat16).
+  BOOST_TEST(conv_output_mantissa_bits(Precision::bf16) == kBf16);
+  BOOST_TEST(conv_output_mantissa_bits(Precision::tf32) == 23);
+  BOOST_TEST(conv_output_mantissa_bits(Precision::fp32) == 23);
   BOOST_TEST(gemm_mantissa_bits(Precision::fp32) == 23);
 }
 
@@ -163,30 +169,38 @@ BOOST_AUTO_TEST_CASE(tf32_and_batched_gemms_round_too) {
   }
 }
 
-// Convolutions round to TF32 in both tf32 and bf16 (cuDNN's float32 convolutions on
-// tensor cores are TF32): forward and both gradients.
-BOOST_AUTO_TEST_CASE(convolutions_round_their_inputs_to_tf32) {
+// A convolution in tf32 is the float32 convolution of TF32-rounded inputs; in bf16,
+// of bfloat16-rounded inputs with each output (y, dW, dx) rounded to bfloat16 once,
+// after the float32 sums over the whole batch: forward and both gradients, bit for
+// bit.
+BOOST_AUTO_TEST_CASE(convolutions_round_their_inputs_and_bf16_its_outputs) {
   ConvShape s;
   s.batch = 2, s.in_channels = 3, s.height = 6, s.width = 5, s.out_channels = 4, s.kernel = 3, s.pad = 1;
-  const size_t xs = static_cast<size_t>(s.batch) * s.in_channels * s.height * s.width;
-  const size_t ws = static_cast<size_t>(s.out_channels) * s.in_channels * s.kernel * s.kernel;
-  const size_t ys = static_cast<size_t>(s.batch) * s.out_channels * s.out_h() * s.out_w();
+  const size_t xs = s.x_size(), ws = s.w_size(), ys = s.y_size();
   const auto x = testing::random_vector(xs, 3), w = testing::random_vector(ws, 4), dy = testing::random_vector(ys, 5);
-  const auto rx = rounded(x, kTf32), rw = rounded(w, kTf32), rdy = rounded(dy, kTf32);
   Device& fp32 = cpu_device();
   for (Precision p : {Precision::tf32, Precision::bf16}) {
+    const int in_bits = p == Precision::bf16 ? kBf16 : kTf32, out_bits = p == Precision::bf16 ? kBf16 : 23;
+    const auto rx = rounded(x, in_bits), rw = rounded(w, in_bits), rdy = rounded(dy, in_bits);
     Device& dev = cpu_device(p);
     std::vector<float> y(ys), want_y(ys), dw(ws), want_dw(ws), dx(xs), want_dx(xs);
     dev.conv2d_forward(s, x.data(), w.data(), y.data());
     fp32.conv2d_forward(s, rx.data(), rw.data(), want_y.data());
-    BOOST_TEST(same_bits(y, want_y), precision_name(p));
+    BOOST_TEST(same_bits(y, rounded(want_y, out_bits)), precision_name(p));
     dev.conv2d_backward(s, x.data(), w.data(), dy.data(), dw.data(), dx.data());
     fp32.conv2d_backward(s, rx.data(), rw.data(), rdy.data(), want_dw.data(), want_dx.data());
     // dx's GEMM reads W and dy; dW's reads dy and the columns of x: all rounded.
-    BOOST_TEST(same_bits(dw, want_dw), precision_name(p));
-    BOOST_TEST(same_bits(dx, want_dx), precision_name(p));
+    BOOST_TEST(same_bits(dw, rounded(want_dw, out_bits)), precision_name(p));
+    BOOST_TEST(same_bits(dx, rounded(want_dx, out_bits)), precision_name(p));
+    if (p == Precision::bf16) {
+      // The outputs were rounded: the unrounded sums have low bits a bfloat16 lacks.
+      BOOST_TEST(!same_bits(want_y, rounded(want_y, kBf16)));
+      BOOST_TEST(!same_bits(want_dw, rounded(want_dw, kBf16)));
+      BOOST_TEST(!same_bits(want_dx, rounded(want_dx, kBf16)));
+    }
   }
   // The default device is plain float32.
+  const auto rx = rounded(x, kTf32), rw = rounded(w, kTf32);
   std::vector<float> y(ys), rounded_y(ys);
   fp32.conv2d_forward(s, x.data(), w.data(), y.data());
   fp32.conv2d_forward(s, rx.data(), rw.data(), rounded_y.data());

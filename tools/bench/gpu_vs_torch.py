@@ -9,8 +9,8 @@ weight decay 5e-4) at the same batch sizes:
 in one arithmetic for both engines (--precision, default fp32):
   fp32  float32 everywhere (PyTorch: TF32 off);
   tf32  TF32 tensor cores for matmuls and convolutions (PyTorch: allow_tf32);
-  bf16  tandem: GEMM inputs rounded to bfloat16, float32 storage and accumulation
-        (engine/core/precision.hpp); PyTorch: torch.autocast(bfloat16), its usual
+  bf16  tandem: GEMM and convolution inputs rounded to bfloat16 (and convolution
+        outputs), float32 storage and accumulation (engine/core/precision.hpp); PyTorch: torch.autocast(bfloat16), its usual
         mixed precision, which also keeps activations in bfloat16 (a stronger peer
         than the same arithmetic, float32 matmul precision 'medium', would be).
 PyTorch runs twice, given its best cases: the whole training set already on the GPU

@@ -1,13 +1,14 @@
 // The CUDA kernels (kernels/cuda) in the harness: the memory-bound ops at sizes that
 // stream from HBM rather than sit in the 50 MB L2 (sgd_step over 10M parameters, bias
-// + ReLU, softmax cross-entropy, batchnorm forward, dropout), and the GPT's ops at the
-// shapes of the GPT benchmark (tools/bench/gpt_vs_torch.py: 64 x 256 tokens, 384 wide),
-// where some arrays (25 MB) fit in L2: read those fractions as "at a training step's
-// size", not as HBM streaming. The batched GEMM is cuBLAS's, not ours, and is left
-// out (this harness's arithmetic peak is the host's). Each is validated the
-// way the CPU cases are, against the CPU kernel of kernels/cpu (itself tested against
-// the definition), and timed with CUDA events: one warm-up launch, then the mean of
-// `repeat` launches back to back on one stream, as a training step issues them.
+// + ReLU, softmax cross-entropy, batchnorm forward, dropout, the bf16 conversions),
+// and the GPT's ops at the shapes of the GPT benchmark (tools/bench/gpt_vs_torch.py:
+// 64 x 256 tokens, 384 wide), where some arrays (25 MB) fit in L2: read those
+// fractions as "at a training step's size", not as HBM streaming. The batched GEMM is
+// cuBLAS's, not ours, and is left out (this harness's arithmetic peak is the host's).
+// Each is validated the way the CPU cases are, against the CPU kernel of kernels/cpu
+// (itself tested against the definition), and timed with CUDA events: one warm-up
+// launch, then the mean of `repeat` launches back to back on one stream, as a
+// training step issues them.
 //
 // GB/s are compared with the device's peak memory bandwidth as the driver states it:
 // memory clock x bus width x 2 (double data rate), from cudaDeviceGetAttribute
@@ -25,6 +26,7 @@
 #if TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <memory>
 #include <random>
 
@@ -39,11 +41,13 @@
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/heads_permute.hpp"
 #include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/round_mantissa.hpp"
 #include "kernels/cpu/gather_rows.hpp"
 #include "kernels/cpu/sgd_step.hpp"
 #include "kernels/cpu/softmax_xent.hpp"
 #include "kernels/cuda/adamw_step.cuh"
 #include "kernels/cuda/batchnorm.cuh"
+#include "kernels/cuda/bf16_convert.cuh"
 #include "kernels/cuda/bias_act.cuh"
 #include "kernels/cuda/causal_softmax.cuh"
 #include "kernels/cuda/dropout.cuh"
@@ -194,6 +198,33 @@ OpCase bias_act_case(int rows, int cols, std::shared_ptr<Stream> stream, double 
   auto launch = [=] { cuda::bias_act_forward(d_y->p, d_bias->p, rows, cols, Activation::relu, stream->s); };
   oc.versions.push_back(cuda_version(stream, peak, launch, [=] {
     d_y->upload(y0);
+    launch();
+    KERNELS_CUDA_OK(cudaStreamSynchronize(stream->s));
+    return d_y->download();
+  }));
+  return oc;
+}
+
+// The bf16 convolutions' conversions (cudnn_ops.cpp), float32 to bfloat16 and back:
+// exactly the CPU's rounding to 7 mantissa bits (tolerance 0). Values span many
+// binades, so the rounding is tested at every exponent.
+OpCase bf16_round_trip_case(size_t n, std::shared_ptr<Stream> stream, double peak) {
+  auto x = random_floats(n, 40);
+  for (size_t i = 0; i < n; ++i) x[i] = std::ldexp(x[i], static_cast<int>(i % 61) - 30);
+  auto d_x = device_copy(x), d_y = device_array<float>(n);
+  auto d_half = device_array<uint16_t>(n);
+  // x read (4), bfloat16 written and read (2 + 2), y written (4)
+  OpCase oc{"bf16_round_trip", std::to_string(n) + " floats", 12.0 * static_cast<double>(n), 0.0, 0.0, {}, {}};
+  oc.reference = [=] {
+    std::vector<float> y = x;
+    cpu::round_in_place(y.data(), n, 7);
+    return y;
+  };
+  auto launch = [=] {
+    cuda::to_bf16(d_x->p, d_half->p, n, stream->s);
+    cuda::from_bf16(d_half->p, d_y->p, n, stream->s);
+  };
+  oc.versions.push_back(cuda_version(stream, peak, launch, [=] {
     launch();
     KERNELS_CUDA_OK(cudaStreamSynchronize(stream->s));
     return d_y->download();
@@ -605,6 +636,7 @@ std::vector<OpCase> cuda_cases() {
   cases.push_back(softmax_case(16384, 1000, stream, peak));
   cases.push_back(batchnorm_case(256, 64, 32 * 32, stream, peak));
   cases.push_back(dropout_case(8192, 4096, stream, peak));
+  cases.push_back(bf16_round_trip_case(size_t{1} << 24, stream, peak));
   cases.push_back(gather_case(64, stream, peak));
   cases.push_back(gather_case(4096, stream, peak));
   add_gpt_cases(cases, GptShape{}, stream, peak);

@@ -28,7 +28,10 @@ cudnnTensorDescriptor_t make_tensor(int n, int c, int h, int w, cudnnDataType_t 
 class Carve {
 public:
   static size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
-  explicit Carve(void* base) : base_(static_cast<char*>(base)) {}
+  explicit Carve(void* base) : base_(static_cast<char*>(base)) {
+    TANDEM_CHECK(reinterpret_cast<uintptr_t>(base) % 256 == 0, "a convolution workspace at ", base,
+                 " is not 256-byte aligned (the memory pool hands out whole cudaMalloc blocks: a bug)");
+  }
   template <typename T>
   T* take(size_t count) {
     T* p = reinterpret_cast<T*>(base_ + used_);
@@ -55,7 +58,8 @@ Algo pick(const std::vector<Perf>& perf, int returned, Algo fallback, size_t* wo
       *workspace = perf[i].memory;
       return perf[i].algo;
     }
-  TANDEM_FAIL("cuDNN offers no working ", what, " algorithm for this convolution");
+  TANDEM_FAIL_HINT("try another precision (precision = 'tf32' or 'fp32') or device = 'cpu'", "cuDNN offers no working ",
+                   what, " algorithm for this convolution");
   return fallback;
 }
 
@@ -131,6 +135,17 @@ CudnnOps::Conv& CudnnOps::conv(const ConvShape& s) {
   TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, c->w, c->y, c->conv, c->x,
                                                                  static_cast<int>(bd.size()), &returned, bd.data()));
   c->bwd_data = pick(bd, returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &c->bwd_data_ws, "data-gradient");
+  // The heuristics' memory figure, checked against what each chosen algorithm asks
+  // for with these descriptors: the larger is given.
+  size_t need = 0;
+  TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, c->x, c->w, c->conv, c->y, c->fwd, &need));
+  c->fwd_ws = std::max(c->fwd_ws, need);
+  TANDEM_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardFilterWorkspaceSize(handle_, c->x, c->y, c->conv, c->w, c->bwd_filter, &need));
+  c->bwd_filter_ws = std::max(c->bwd_filter_ws, need);
+  TANDEM_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, c->w, c->y, c->conv, c->x, c->bwd_data, &need));
+  c->bwd_data_ws = std::max(c->bwd_data_ws, need);
   return *convs_.emplace(key, std::move(c)).first->second;
 }
 

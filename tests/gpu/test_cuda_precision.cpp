@@ -13,8 +13,9 @@
 #include "tests/gpu/gpu_test.hpp"
 
 #if TANDEM_HAVE_CUDA
-#include <cstdint>
-#include <cstring>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,46 +71,73 @@ void check_gemms(Precision p) {
   GPU_CHECK(name, "1024^3", "rounding as the CPU's within a narrow ulp", to_rounded < tol);
 }
 
+// Whether every element of got is within one unit of the narrow format (2^-bits of
+// its own magnitude) of want, plus 1e-5 of the largest: the float32 sums before the
+// output's rounding differ in order, so a value may land one bfloat16 unit away, but
+// no further, small values included.
+bool within_a_unit(const std::vector<float>& got, const std::vector<float>& want, int bits) {
+  if (got.size() != want.size()) return false;
+  double scale = 0.0;
+  for (float w : want) scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    if (!(std::fabs(g - w) <= std::ldexp(std::fabs(w), -bits) + 1e-5 * scale)) {
+      std::printf("  element %zu: %.9g against %.9g\n", i, g, w);
+      return false;
+    }
+  }
+  return true;
+}
+
 // A convolution (forward and both gradients) against the CPU device of the same
 // precision. tf32: TF32 tensor cores, inputs rounded as the CPU's. bf16: cuDNN's
-// bfloat16 convolution, whose outputs are bfloat16 (every value's low 16 bits zero),
-// as the CPU rounds them; the float32 sums before that rounding differ in order, so a
-// value may land one bfloat16 unit away.
+// bfloat16 convolution, whose outputs are bfloat16, as the CPU rounds them; each
+// element within a bfloat16 unit of the CPU's. Two shapes: LeNet's second layer, and
+// its first (one input channel, no padding, no data gradient: the input's), and an
+// empty batch.
 void check_convolution(Precision p) {
   CudaOptions o;
   o.precision = p;
   const std::unique_ptr<Device> gpu = make_cuda_device(o);
   Device& rounded = cpu_device(p);
-  ConvShape s;
-  s.batch = 8, s.in_channels = 6, s.height = 14, s.width = 14, s.out_channels = 16, s.kernel = 5, s.pad = 2;
-  const size_t xs = s.x_size(), ws = s.w_size(), ys = s.y_size();
-  const auto x = random_floats(xs, 5), w = random_floats(ws, 6), dy = random_floats(ys, 7);
-  std::vector<float> y[2], dw[2], dx[2];
-  Device* devs[2] = {gpu.get(), &rounded};
-  for (int i = 0; i < 2; ++i) {
-    DeviceCopy xd(*devs[i], x), wd(*devs[i], w), dyd(*devs[i], dy), yd(*devs[i], std::vector<float>(ys)),
-        dwd(*devs[i], std::vector<float>(ws)), dxd(*devs[i], std::vector<float>(xs));
-    devs[i]->conv2d_forward(s, xd.p, wd.p, yd.p);
-    devs[i]->conv2d_backward(s, xd.p, wd.p, dyd.p, dwd.p, dxd.p);
-    y[i] = yd.to_host(), dw[i] = dwd.to_host(), dx[i] = dxd.to_host();
-  }
   const std::string name = std::string("conv ") + precision_name(p);
   const double tol = p == Precision::bf16 ? 1e-2 : 2e-3;
-  GPU_CHECK_CLOSE(name, "8x6x14x14 k5", "y", y[0], y[1], tol);
-  GPU_CHECK_CLOSE(name, "8x6x14x14 k5", "dW", dw[0], dw[1], tol);
-  GPU_CHECK_CLOSE(name, "8x6x14x14 k5", "dx", dx[0], dx[1], tol);
-  if (p != Precision::bf16) return;
-  const auto bfloat16_values = [](const std::vector<float>& v) {
-    for (float f : v) {
-      uint32_t u;
-      std::memcpy(&u, &f, sizeof u);
-      if (u & 0xFFFFu) return false;
+  ConvShape second, first, empty;
+  second.batch = 8, second.in_channels = 6, second.height = 14, second.width = 14, second.out_channels = 16,
+  second.kernel = 5, second.pad = 2;
+  first.batch = 8, first.in_channels = 1, first.height = 28, first.width = 28, first.out_channels = 6,
+  first.kernel = 5, first.pad = 0;
+  empty = second, empty.batch = 0;
+  for (const ConvShape& s : {second, first, empty}) {
+    const bool with_dx = s.in_channels > 1;
+    const std::string shape = std::to_string(s.batch) + "x" + std::to_string(s.in_channels) + "x" +
+                              std::to_string(s.height) + "x" + std::to_string(s.width) + " k" +
+                              std::to_string(s.kernel) + (with_dx ? "" : ", no dx");
+    const size_t xs = s.x_size(), ws = s.w_size(), ys = s.y_size();
+    const auto x = random_floats(xs, 5), w = random_floats(ws, 6), dy = random_floats(ys, 7);
+    std::vector<float> y[2], dw[2], dx[2];
+    Device* devs[2] = {gpu.get(), &rounded};
+    for (int i = 0; i < 2; ++i) {
+      DeviceCopy xd(*devs[i], x), wd(*devs[i], w), dyd(*devs[i], dy), yd(*devs[i], std::vector<float>(ys)),
+          dwd(*devs[i], std::vector<float>(ws, 1.0f)), dxd(*devs[i], std::vector<float>(xs));
+      devs[i]->conv2d_forward(s, xd.p, wd.p, yd.p);
+      devs[i]->conv2d_backward(s, xd.p, wd.p, dyd.p, dwd.p, with_dx ? dxd.p : nullptr);
+      y[i] = yd.to_host(), dw[i] = dwd.to_host(), dx[i] = dxd.to_host();
     }
-    return true;
-  };
-  GPU_CHECK(name, "8x6x14x14 k5", "y holds bfloat16 values", bfloat16_values(y[0]));
-  GPU_CHECK(name, "8x6x14x14 k5", "dW holds bfloat16 values", bfloat16_values(dw[0]));
-  GPU_CHECK(name, "8x6x14x14 k5", "dx holds bfloat16 values", bfloat16_values(dx[0]));
+    GPU_CHECK_CLOSE(name, shape, "y", y[0], y[1], tol);
+    GPU_CHECK_CLOSE(name, shape, "dW", dw[0], dw[1], tol);
+    if (with_dx) GPU_CHECK_CLOSE(name, shape, "dx", dx[0], dx[1], tol);
+    if (s.batch == 0) {
+      GPU_CHECK(name, shape, "an empty batch's dW is zero",
+                std::all_of(dw[0].begin(), dw[0].end(), [](float v) { return v == 0.0f; }));
+      continue;
+    }
+    if (p != Precision::bf16) continue;
+    GPU_CHECK(name, shape, "y within a bfloat16 unit of the CPU's, element by element", within_a_unit(y[0], y[1], 7));
+    GPU_CHECK(name, shape, "dW within a bfloat16 unit, element by element", within_a_unit(dw[0], dw[1], 7));
+    if (with_dx)
+      GPU_CHECK(name, shape, "dx within a bfloat16 unit, element by element", within_a_unit(dx[0], dx[1], 7));
+  }
 }
 
 }  // namespace

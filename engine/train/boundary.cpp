@@ -293,6 +293,7 @@ void Boundary::write_checkpoint(int64_t done, const Plan& in_force) {
   s.noise_scale = p_.progress.noise_scale;
   if (adascale_) s.noise_state = noise_.state();
   s.version = p_.progress.version;
+  s.skipped_steps = p_.progress.skipped_steps;
   s.test_accuracy = p_.summary.test_accuracy.value_or(0.0);  // the file's 0: none yet
   s.best_test_accuracy = p_.summary.best_test_accuracy.value_or(0.0);
   s.time_to_target_s = p_.summary.time_to_target_s;

@@ -264,6 +264,7 @@ void Trainer::resume() {
   progress_.version = s.version;
   progress_.samples = s.samples;
   progress_.train_ms = s.train_ms;
+  progress_.skipped_steps = s.skipped_steps;
   // A file from before adaptive batches: B was fixed, the sampler's own mapping.
   progress_.samples_drawn = s.samples_drawn >= 0 ? s.samples_drawn : s.iteration * cfg_.global_batch;
   progress_.sample_cursor = s.sample_cursor >= 0 ? s.sample_cursor : sampler_->start_of(s.iteration);

@@ -344,6 +344,15 @@ d, out, _ = run("nan_once", 2, "{ rank = 1, iteration = 5, kind = 'nan' }", extr
 expect(out, "rank(s) 1", "skips this step", what="a NaN once")
 if summary(d)["skipped_steps"] != 1:
     fail(f"nan_once: skipped_steps {summary(d)['skipped_steps']}")
+# A resumed run goes on counting: the NaN skipped before the checkpoint it resumes
+# from is in its summary.
+d, out, _ = run("nan_resumed", 2, "{ rank = 1, iteration = 5, kind = 'nan' }, { rank = 1, iteration = 25, kind = 'kill' }",
+                expect_ok=False)
+out, _ = tandem(["run", "--resume", d], expect_ok=True)
+expect(out, "resuming from", "ckpt-0000000020", what="resume after a skipped step")
+if summary(d)["skipped_steps"] != 1 or summary(d)["iterations"] != 40:
+    fail(f"nan_resumed: {summary(d)['iterations']} iterations, skipped_steps {summary(d)['skipped_steps']} "
+         "(the step skipped before the checkpoint must be counted)")
 for mode, extra in [("grouped", "e.sync = { mode = 'grouped', groups = { 1, 1, 2, 2 }, sync_every = 5 }"),
                     ("local", "e.sync = { mode = 'local', local_steps = 4 }")]:
     d, out, _ = run("nan_" + mode, 4, "{ rank = 1, iteration = 12, kind = 'nan' }",

@@ -30,6 +30,7 @@ inline CheckpointState sample_state(int64_t iteration, const std::string& model 
   s.train_ms = 1234.5;
   s.samples = 64 * iteration;
   s.version = iteration;
+  s.skipped_steps = 2;
   s.test_accuracy = 0.8;
   s.best_test_accuracy = 0.85;
   s.time_to_target_s = 12.5;

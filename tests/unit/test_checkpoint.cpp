@@ -69,6 +69,7 @@ BOOST_AUTO_TEST_CASE(round_trip_keeps_every_value) {
   BOOST_TEST(r.policy_state == s.policy_state);
   BOOST_TEST(r.train_ms == s.train_ms);
   BOOST_TEST(r.samples == s.samples);
+  BOOST_TEST(r.skipped_steps == 2);
   BOOST_TEST(*r.time_to_target_s == 12.5);
   // No temporary file is left behind.
   for (const auto& e : fs::directory_iterator(dir.path)) BOOST_TEST(e.path().filename().string().rfind("ckpt-", 0) == 0u);

@@ -202,6 +202,8 @@ std::set<std::string> violations(const std::string& header, size_t between, cons
   for (const char* k : {"samples", "version"}) require(int_in(at(h, k), 0, kMaxCount), k);
   // Absent in files from before AdamW: 0 then.
   require(!at(h, "optimizer_steps") || int_in(at(h, "optimizer_steps"), 0, kMaxCount), "optimizer_steps");
+  // Absent in files from before the skipped steps were kept: 0 then.
+  require(!at(h, "skipped_steps") || int_in(at(h, "skipped_steps"), 0, kMaxCount), "skipped_steps");
   // Absent in files from before adaptive global batches; the sampler's place comes
   // as a pair (sample_cursor alone is not read).
   if (at(h, "samples_drawn")) {

@@ -326,6 +326,7 @@ private:
     s_.version = integer(h_, "version", "version", 0, kMaxCount);
     if (h_.contains("optimizer_steps"))
       s_.optimizer_steps = integer(h_, "optimizer_steps", "optimizer_steps", 0, kMaxCount);
+    if (h_.contains("skipped_steps")) s_.skipped_steps = integer(h_, "skipped_steps", "skipped_steps", 0, kMaxCount);
     s_.test_accuracy = number(h_, "test_accuracy", "test_accuracy", 0.0, 1.0);
     s_.best_test_accuracy = number(h_, "best_test_accuracy", "best_test_accuracy", 0.0, 1.0);
     if (!field(h_, "time_to_target_s", "time_to_target_s").is_null())
@@ -497,6 +498,7 @@ void write_checkpoint(const std::string& dir, const CheckpointState& s, int64_t 
             {"noise_state", s.noise_state},
             {"version", s.version},
             {"optimizer_steps", s.optimizer_steps},
+            {"skipped_steps", s.skipped_steps},
             {"test_accuracy", s.test_accuracy},
             {"best_test_accuracy", s.best_test_accuracy},
             {"time_to_target_s", s.time_to_target_s ? json(*s.time_to_target_s) : json(nullptr)}};

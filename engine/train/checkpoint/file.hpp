@@ -36,7 +36,8 @@
 //   - param_count and layer_state_count are the model's (CheckpointExpect), and
 //     velocity_count is 0 (plain SGD), param_count (SGD's momentum) or twice it
 //     (AdamW's two moments); optimizer_steps an integer from 0 to 2^53 (0 when absent:
-//     files from before AdamW);
+//     files from before AdamW), skipped_steps the same (0 when absent: files from
+//     before it was kept);
 //   - iteration, samples, version: integers from 0 to 2^53; train_ms and
 //     time_to_target_s (or null): numbers from 0 to 2^53; the accuracies from 0 to 1;
 //     world from 1 to INT_MAX; seed any u64; experiment, model, policy, policy_state
@@ -71,6 +72,7 @@ struct CheckpointState {
   // empty for plain SGD, SGD's momentum, or AdamW's m then v.
   std::vector<float> params, velocity;
   int64_t optimizer_steps = 0;  // updates the optimizer took (AdamW's bias correction)
+  int64_t skipped_steps = 0;    // steps skipped for a NaN or Inf so far (0 in files from before it was kept)
   std::vector<double> layer_state;
   // The workers' stats of the iteration before `iteration`, which rank 0 records and
   // hands to the policy during the next one (raw WorkerStats, `stats_record` bytes

@@ -52,7 +52,18 @@ void TrainStep::queue_compute(const Tensor& x, const int32_t* labels, const Step
 }
 
 LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
-  queue_compute(x, labels, ctx);
+  if (compute_graphs() && x.rank() > 0 && x.dim(0) > 0) {
+    // The iteration's seed goes to device memory, where dropout reads it (the graph
+    // keeps a pointer, not the value); the rest of the part depends on the input only.
+    Device& dev = model_.device();
+    const double seed[2] = {static_cast<double>(ctx.seed >> 32), static_cast<double>(ctx.seed & 0xffffffffULL)};
+    scalars_.write(dev, kStepSeedHigh, seed, 2);
+    StepContext c = ctx;
+    c.seed_on_device = scalars_.on(dev) + kStepSeedHigh;
+    run_graphed(false, x, labels, c, [&] { queue_compute(x, labels, c); });
+  } else {
+    queue_compute(x, labels, ctx);
+  }
   // Reading the totals waits for everything queued: the gradients are complete when
   // this returns, the caller times the compute and hands the buffer to the
   // all-reduce. It is the step's one wait, after the whole backward pass is queued
@@ -91,6 +102,8 @@ void TrainStep::set_graphs(bool on) {
   graphs_on_ = on;
   if (!on) drop_graphs();
 }
+
+void TrainStep::set_compute_graphs(bool on) { compute_graphs_ = on; }
 
 bool TrainStep::graphs() const { return graphs_on_ && model_.device().can_capture() && model_.capturable(); }
 
@@ -142,7 +155,7 @@ void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepCo
     queue_fused(x, labels, c, poison);
     ++graph_counts_.eager;
   } else {
-    replayed = run_graphed(x, labels, c);
+    replayed = run_graphed(true, x, labels, c, [&] { queue_fused(x, labels, c, false); });
   }
   pending_.push_back({-1, replayed});
 }
@@ -171,10 +184,12 @@ FusedResult TrainStep::fused_finish() {
   return r;
 }
 
-bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
+template <typename Queue>
+bool TrainStep::run_graphed(bool whole, const Tensor& x, const int32_t* labels, const StepContext& ctx,
+                            Queue queue) {
   Device& dev = model_.device();
   const auto op_by_op = [&] {
-    queue_fused(x, labels, ctx, false);
+    queue();
     ++graph_counts_.eager;
     return false;
   };
@@ -185,7 +200,7 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
     ++graph_counts_.invalidated;
   }
   const int64_t n = x.dim(0);
-  const GraphKey key{x.data(), labels, n, x.numel() / n, ctx.first_sample};
+  const GraphKey key{whole, x.data(), labels, n, x.numel() / n, ctx.first_sample};
   if (const Graph& g = graphs_[key]; g.id >= 0) {
     dev.replay(g.id);
     ++graph_counts_.replayed;
@@ -207,7 +222,7 @@ bool TrainStep::run_graphed(const Tensor& x, const int32_t* labels, const StepCo
   int id = -1;
   try {
     dev.begin_capture();
-    queue_fused(x, labels, ctx, false);
+    queue();
     id = dev.end_capture();
   } catch (const std::exception& e) {
     // Nothing ran (a capture runs nothing): the step runs op by op. This input is not

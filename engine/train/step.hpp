@@ -23,6 +23,12 @@
 // bsp loop after it has queued the next step (fused_queue, fused_finish). On a
 // device that captures graphs (CUDA) the queued step is captured once per input (its
 // pointers, shape and position) and replayed from then on: one launch for the step.
+//
+// Where the host must come between the compute and the update (several workers
+// all-reduce their gradients there; a policy reads the norm), compute() can replay
+// graphs too (set_compute_graphs): forward, loss and backward captured per input, so
+// a plan's local batch selects its graph or captures one, and the host then reads
+// the loss totals, all-reduces and updates as before.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -97,6 +103,10 @@ public:
   int unread() const { return static_cast<int>(pending_.size()); }
   // Whether fused() captures graphs where the device and the model allow (default on).
   void set_graphs(bool on);
+  // Whether compute() does too (default off: the caller knows whether its inputs
+  // recur, and a graph per local batch size pays only then). Needs set_graphs on.
+  void set_compute_graphs(bool on);
+  bool compute_graphs() const { return compute_graphs_ && graphs(); }
   // Whether fused() would capture graphs: on, the device captures, the model is capturable.
   bool graphs() const;
   const GraphCounts& graph_counts() const { return graph_counts_; }
@@ -108,14 +118,17 @@ private:
   void queue_compute(const Tensor& x, const int32_t* labels, const StepContext& ctx);
   // The whole fused step queued (its scalars' host slots already written).
   void queue_fused(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool poison);
-  // queue_fused as a graph: replays the input's graph, captures it, or queues the ops
-  // (returns whether a graph ran).
-  bool run_graphed(const Tensor& x, const int32_t* labels, const StepContext& ctx);
+  // `queue` (the whole fused step, or compute()'s part) as a graph for x's input:
+  // replays the input's graph, captures it, or queues the ops (returns whether a graph
+  // ran).
+  template <typename Queue>
+  bool run_graphed(bool whole, const Tensor& x, const int32_t* labels, const StepContext& ctx, Queue queue);
   void drop_graphs();
 
-  // What a captured graph's ops depend on besides device memory: the input's
-  // pointers, its shape (samples, values) and the position of its first sample.
-  using GraphKey = std::tuple<const float*, const int32_t*, int64_t, int64_t, int64_t>;
+  // What a captured graph's ops depend on besides device memory: whether it is the
+  // whole step or compute()'s part, the input's pointers, its shape (samples, values)
+  // and the position of its first sample.
+  using GraphKey = std::tuple<bool, const float*, const int32_t*, int64_t, int64_t, int64_t>;
   struct Graph {
     int id = -1;           // the device's handle; -1: not captured
     bool warm = false;     // a step queued op by op for this input allocated no memory
@@ -131,6 +144,7 @@ private:
   double grad_norm_ = 0.0;
   StepScalars scalars_;  // the fused step's (kernels/step_rule.hpp)
   bool graphs_on_ = true;
+  bool compute_graphs_ = false;
   std::map<GraphKey, Graph> graphs_;
   int live_graphs_ = 0;       // of graphs_, those captured
   int capture_failures_ = 0;  // captures that threw

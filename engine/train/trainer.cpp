@@ -396,12 +396,13 @@ RunSummary Trainer::run() {
   }
   bsp_->settle(*boundary_);
   warn_overruns(t);
-  if (bsp_->fused()) {
+  if (bsp_->fused() || step_->compute_graphs()) {
     const GraphCounts& g = step_->graph_counts();
     spdlog::log(dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info,
-                "fused steps: {} replays of {} captured graphs, {} op by op; every graph dropped {} times as "
+                "{}: {} replays of {} captured graphs, {} op by op; every graph dropped {} times as "
                 "memory moved and {} times for too many inputs; {} captures failed",
-                g.replayed, g.captured, g.eager, g.invalidated, g.evicted, g.failed);
+                bsp_->fused() ? "fused steps" : "computes (forward, loss, backward)", g.replayed, g.captured,
+                g.eager, g.invalidated, g.evicted, g.failed);
   }
   return boundary_->finish(t, plan_);
 }

@@ -416,6 +416,22 @@ void check_fused_gpt(Device& gpu) {
   GPU_CHECK("fused", "gpt", "replays", q.step.graph_counts().replayed >= 3);
 }
 
+// One worker training an experiment's model on a device from its own loader: fused
+// steps captured in graphs or not (`graphs`), computes replayed from graphs or not
+// (`compute_graphs`).
+struct TrainingSide {
+  Model model;
+  std::unique_ptr<Optimizer> opt;
+  TrainStep step;
+  BatchLoader loader;
+  TrainingSide(Device& d, const ExperimentConfig& c, const Dataset& data, const GlobalSampler& s, bool graphs,
+               bool compute_graphs = false)
+      : model(d, c.model, c.seed), opt(make_optimizer(d, model, c.optimizer)), step(model, *opt), loader(data, s, d) {
+    step.set_graphs(graphs);
+    step.set_compute_graphs(compute_graphs);
+  }
+};
+
 // The fused step's device ops (kernels/step_rule.hpp) against the CPU's, then the
 // fused step itself: captured in CUDA graphs and replayed, it must train bit for bit
 // what the same step queued op by op trains on the GPU, and what the CPU trains to
@@ -480,17 +496,7 @@ void check_fused(Device& gpu) {
                                             std::string("model_args.dropout=") + (optimizer[0] == 's' ? "0.2" : "0")});
     auto data = make_dataset(cfg.data, true);
     GlobalSampler sampler(data->size(), 64, cfg.seed);
-    struct Side {
-      Model model;
-      std::unique_ptr<Optimizer> opt;
-      TrainStep step;
-      BatchLoader loader;
-      Side(Device& d, const ExperimentConfig& c, const Dataset& data, const GlobalSampler& s, bool graphs)
-          : model(d, c.model, c.seed), opt(make_optimizer(d, model, c.optimizer)), step(model, *opt),
-            loader(data, s, d) {
-        step.set_graphs(graphs);
-      }
-    };
+    using Side = TrainingSide;
     Side c(cpu, cfg, *data, sampler, false), e(gpu, cfg, *data, sampler, false), q(gpu, cfg, *data, sampler, true);
     GPU_CHECK(optimizer, "fused", "a GPU captures the MLP's step", q.step.graphs() && !e.step.graphs());
     StepContext ctx;
@@ -518,6 +524,41 @@ void check_fused(Device& gpu) {
   check_fused_gpt(gpu);
 }
 
+// The step op by op with its compute replayed from graphs (several workers, a policy:
+// TrainStep::set_compute_graphs): two local batches in turn at two positions in the
+// global batch, dropout on. Forward, loss and backward replayed must give the loss
+// and the gradients of the same compute queued op by op, bit for bit, and so the
+// same parameters after each update.
+void check_compute_graphs(Device& gpu) {
+  const std::string root = TANDEM_SOURCE_DIR;
+  ExperimentConfig cfg = load_experiment(root + "/scripts/experiments/quickstart.lua", {"model_args.dropout=0.2"});
+  auto data = make_dataset(cfg.data, true);
+  GlobalSampler sampler(data->size(), 104, cfg.seed);
+  TrainingSide e(gpu, cfg, *data, sampler, true, false), q(gpu, cfg, *data, sampler, true, true);
+  GPU_CHECK("compute graphs", "mlp", "on for one side only", q.step.compute_graphs() && !e.step.compute_graphs());
+  for (int64_t t = 0; t < 10; ++t) {
+    const bool second = t % 2;
+    const int64_t batch = second ? 40 : 64, offset = second ? 64 : 0;
+    const std::string shape = "batch " + std::to_string(batch) + " step " + std::to_string(t);
+    StepContext ctx;
+    ctx.seed = 7 + (static_cast<uint64_t>(t) << 36);
+    ctx.first_sample = offset;
+    const LossResult re = e.step.compute(e.loader.load(t, offset, batch), e.loader.labels(), ctx);
+    const LossResult rq = q.step.compute(q.loader.load(t, offset, batch), q.loader.labels(), ctx);
+    GPU_CHECK("compute graphs", shape, "loss bit for bit", rq.loss_sum == re.loss_sum && rq.correct == re.correct);
+    GPU_CHECK_CLOSE("compute graphs", shape, "gradients bit for bit", q.model.grads().to_host(),
+                    e.model.grads().to_host(), 0.0);
+    e.step.update(104, cfg.optimizer.lr);
+    q.step.update(104, cfg.optimizer.lr);
+    GPU_CHECK_CLOSE("compute graphs", shape, "parameters bit for bit", q.model.params().to_host(),
+                    e.model.params().to_host(), 0.0);
+  }
+  const GraphCounts& n = q.step.graph_counts();
+  std::printf("compute graphs: %lld replays of %lld captured graphs, %lld op by op\n",
+              static_cast<long long>(n.replayed), static_cast<long long>(n.captured), static_cast<long long>(n.eager));
+  GPU_CHECK("compute graphs", "mlp", "both inputs captured and replayed", n.captured >= 2 && n.replayed >= 4);
+}
+
 }  // namespace
 
 int main() {
@@ -531,6 +572,7 @@ int main() {
     check_host_crossings(*gpu);
     check_device_input(*gpu);
     check_fused(*gpu);
+    check_compute_graphs(*gpu);
     const std::string root = TANDEM_SOURCE_DIR;
     check_model(*gpu, root + "/scripts/experiments/quickstart.lua", {"model_args.dropout=0.2"}, "mlp", 64);
     check_model(*gpu, root + "/scripts/experiments/lenet.lua", {}, "lenet", 32);

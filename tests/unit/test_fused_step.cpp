@@ -338,3 +338,58 @@ BOOST_AUTO_TEST_CASE(a_step_queued_before_the_last_is_read_trains_the_same) {
   w.step.fused_queue(b.x, b.labels.data(), context(1), 0.1);
   BOOST_CHECK_THROW(w.step.fused_queue(b.x, b.labels.data(), context(2), 0.1), Error);
 }
+
+BOOST_AUTO_TEST_CASE(computes_replay_graphs_per_input_for_the_step_op_by_op) {
+  // Several workers, or a policy, take the step op by op: compute(), then the host
+  // (all-reduce, norm), then update(). With compute graphs on, compute() replays a
+  // graph per input: two local batches in turn (a plan's two shapes, at two positions
+  // in the global batch), dropout drawing each step's masks from the seed it wrote to
+  // device memory, in one or two micro-batches. Every loss and every parameter equals
+  // the uncaptured step's, bit for bit; each input is captured once.
+  for (int64_t accumulate : {int64_t{1}, int64_t{2}}) {
+    test::RecordingDevice rec;
+    Worker graphed(rec, config("sgd", 0.05), accumulate, 0.3), plain(cpu_device(), config("sgd", 0.05), accumulate, 0.3);
+    BOOST_TEST(!graphed.step.compute_graphs());  // off until asked
+    graphed.step.set_compute_graphs(true);
+    BOOST_TEST_REQUIRE(graphed.step.compute_graphs());
+    const Batch g1(rec, 8, 1), g2(rec, 5, 2), p1(cpu_device(), 8, 1), p2(cpu_device(), 5, 2);
+    for (int t = 0; t < 12; ++t) {
+      const bool second = t % 2;
+      StepContext ctx = context(t);
+      ctx.first_sample = second ? 8 : 0;
+      const LossResult a = graphed.step.compute(second ? g2.x : g1.x, (second ? g2 : g1).labels.data(), ctx);
+      const LossResult b = plain.step.compute(second ? p2.x : p1.x, (second ? p2 : p1).labels.data(), ctx);
+      const std::string when = "accumulate " + std::to_string(accumulate) + " step " + std::to_string(t);
+      BOOST_TEST(a.loss_sum == b.loss_sum, when);
+      BOOST_TEST(a.correct == b.correct, when);
+      graphed.step.update(13, lr_at(t));
+      plain.step.update(13, lr_at(t));
+      check_same(graphed, plain, when);
+    }
+    const GraphCounts& c = graphed.step.graph_counts();
+    BOOST_TEST(c.captured == 2);
+    // As for the fused step: the larger input is captured at its third sighting (its
+    // first grew the buffers), the smaller at its second.
+    BOOST_TEST(c.eager == 3);
+    BOOST_TEST(c.replayed == 9);
+    BOOST_TEST(rec.graphs_held() == 2u);
+    // The fused step keeps graphs of its own: a whole step is not a compute.
+    const FusedResult f = graphed.step.fused(g1.x, g1.labels.data(), context(12), lr_at(12));
+    BOOST_TEST(!f.replayed);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(compute_graphs_stay_off_where_the_step_cannot_be_captured) {
+  Worker cpu(cpu_device(), config("sgd", 0.0));
+  cpu.step.set_compute_graphs(true);
+  BOOST_TEST(!cpu.step.compute_graphs());  // the CPU device does not capture
+  test::RecordingDevice rec;
+  Worker graphed(rec, config("sgd", 0.0));
+  graphed.step.set_compute_graphs(true);
+  graphed.step.set_graphs(false);  // graphs off altogether
+  BOOST_TEST(!graphed.step.compute_graphs());
+  const Batch b(rec, 6, 3);
+  for (int t = 0; t < 4; ++t) graphed.step.compute(b.x, b.labels.data(), context(t));
+  BOOST_TEST(graphed.step.graph_counts().replayed == 0);
+  BOOST_TEST(rec.graphs_held() == 0u);
+}

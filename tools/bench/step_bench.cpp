@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
     // graphs where the model allows) unless batch norm needs the host mid-step.
     const bool fused = model.layer_state().empty() &&
                        (cfg.fused_step == "always" || (cfg.fused_step == "auto" && dev.kind() != DeviceKind::cpu));
+    // Op by op, the compute replays a graph where the device and the model allow,
+    // unless fused_step = 'never' (the plain reference), as the trainer's.
+    if (!fused && cfg.fused_step != "never") step.set_compute_graphs(true);
     double timed_ms = 0.0, loss = 0.0;
     for (int64_t t = 0; t < warmup + steps; ++t) {
       const Stopwatch sw;

@@ -47,6 +47,11 @@ BspStep::BspStep(const BspParts& parts, bool plans_known)
   // A plan drawn at random each iteration gives each step a batch size of its own: a
   // graph per size would be captured and hardly replayed.
   if (fused_ && !plans_known_) p_.step.set_graphs(false);
+  // The step op by op (several workers, a policy, emulation) still replays its compute
+  // from a graph per local batch where the device captures (TrainStep::compute): a
+  // plan in force for many iterations reuses one. Not for random plans (a new batch
+  // each iteration), nor with fused_step = 'never' (the plain reference).
+  if (!fused_ && plans_known_ && mode != "never") p_.step.set_compute_graphs(true);
 }
 
 BatchSpan BspStep::place(const Plan& plan, int64_t t) {

@@ -27,6 +27,7 @@ public:
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
+  bool reads_sample_position() const override { return dropout_ > 0.0f; }
 
   // For a tied LmHead: the token embedding and its gradient, valid after bind.
   float* wte() const { return wte_; }

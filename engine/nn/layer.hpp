@@ -73,6 +73,10 @@ public:
   // (Device::begin_capture): not when it reads numbers back mid-step (batch norm's
   // sums). (Dropout reads the iteration's seed from StepContext::seed_on_device.)
   virtual bool capturable() const { return true; }
+  // Whether its training pass depends on where this worker's samples sit in the global
+  // batch (StepContext::first_sample): dropout's masks are keyed by it. A captured
+  // step of a model none of whose layers do can be replayed at any position.
+  virtual bool reads_sample_position() const { return false; }
 
 protected:
   Device& dev_;

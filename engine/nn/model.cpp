@@ -293,6 +293,12 @@ std::string Model::summary() const {
   return os.str();
 }
 
+bool Model::reads_sample_position() const {
+  for (const auto& l : layers_)
+    if (l->reads_sample_position()) return true;
+  return false;
+}
+
 bool Model::capturable() const {
   for (const auto& l : layers_)
     if (!l->capturable()) return false;

@@ -64,6 +64,9 @@ public:
   std::vector<double> layer_state() const;
   // Whether a training step can be captured and replayed (Layer::capturable).
   bool capturable() const;
+  // Whether a training pass depends on the worker's position in the global batch
+  // (Layer::reads_sample_position: dropout).
+  bool reads_sample_position() const;
   void load_layer_state(const std::vector<double>& state);
   // One line per layer with output shape and parameter count.
   std::string summary() const;

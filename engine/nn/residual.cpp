@@ -106,6 +106,14 @@ void Residual::load_state(const std::vector<double>& in, size_t* at) {
   for (auto& l : shortcut_) l->load_state(in, at);
 }
 
+bool Residual::reads_sample_position() const {
+  for (const auto& l : body_)
+    if (l->reads_sample_position()) return true;
+  for (const auto& l : shortcut_)
+    if (l->reads_sample_position()) return true;
+  return false;
+}
+
 bool Residual::capturable() const {
   for (const auto& l : body_)
     if (!l->capturable()) return false;

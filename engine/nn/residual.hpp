@@ -29,6 +29,7 @@ public:
   void save_state(std::vector<double>& out) const override;
   void load_state(const std::vector<double>& in, size_t* at) override;
   bool capturable() const override;
+  bool reads_sample_position() const override;
   // The sub-layers, in the order their parameters lie (body, then shortcut).
   const LayerList& body() const { return body_; }
   const LayerList& shortcut() const { return shortcut_; }

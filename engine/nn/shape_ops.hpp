@@ -26,6 +26,7 @@ public:
   const Shape& output_shape() const override { return shape_; }
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
+  bool reads_sample_position() const override { return p_ > 0.0f; }
 
 private:
   Shape shape_;

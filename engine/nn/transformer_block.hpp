@@ -46,6 +46,7 @@ public:
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_dx, const StepContext& ctx) override;
+  bool reads_sample_position() const override { return dropout_ > 0.0f; }
   // Forward multiply-adds of one sample: the four projections, 12 C^2 per position,
   // and attention's two products, 2 * n_head * seq^2 * hd (the full square: the
   // device computes the masked half too).

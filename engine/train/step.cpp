@@ -12,7 +12,7 @@
 namespace tandem {
 
 TrainStep::TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate)
-    : model_(model), optimizer_(optimizer), accumulate_(accumulate) {
+    : model_(model), optimizer_(optimizer), accumulate_(accumulate), positional_(model.reads_sample_position()) {
   TANDEM_CHECK_HINT(accumulate >= 1, "set accumulate to 1 or more", "accumulate = ", accumulate);
 }
 
@@ -52,7 +52,9 @@ void TrainStep::queue_compute(const Tensor& x, const int32_t* labels, const Step
 }
 
 LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
-  if (compute_graphs() && x.rank() > 0 && x.dim(0) > 0) {
+  // A training pass only (evaluation and batch norm's calibration pass differ in
+  // what they compute, which the key does not hold), of at least one sample.
+  if (compute_graphs() && ctx.training && ctx.update_running_stats && !ctx.reducer && x.rank() > 0 && x.dim(0) > 0) {
     // The iteration's seed goes to device memory, where dropout reads it (the graph
     // keeps a pointer, not the value); the rest of the part depends on the input only.
     Device& dev = model_.device();
@@ -200,7 +202,9 @@ bool TrainStep::run_graphed(bool whole, const Tensor& x, const int32_t* labels, 
     ++graph_counts_.invalidated;
   }
   const int64_t n = x.dim(0);
-  const GraphKey key{whole, x.data(), labels, n, x.numel() / n, ctx.first_sample};
+  // The position matters only to a model whose pass reads it (dropout's masks): one
+  // without replays its graph wherever a plan puts this worker's samples.
+  const GraphKey key{whole, x.data(), labels, n, x.numel() / n, positional_ ? ctx.first_sample : 0};
   if (const Graph& g = graphs_[key]; g.id >= 0) {
     dev.replay(g.id);
     ++graph_counts_.replayed;

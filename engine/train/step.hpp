@@ -107,6 +107,9 @@ public:
   // recur, and a graph per local batch size pays only then). Needs set_graphs on.
   void set_compute_graphs(bool on);
   bool compute_graphs() const { return compute_graphs_ && graphs(); }
+  // Whether they were asked for (graphs() may have turned off since: three failed
+  // captures).
+  bool compute_graphs_asked() const { return compute_graphs_; }
   // Whether fused() would capture graphs: on, the device captures, the model is capturable.
   bool graphs() const;
   const GraphCounts& graph_counts() const { return graph_counts_; }
@@ -127,7 +130,7 @@ private:
 
   // What a captured graph's ops depend on besides device memory: whether it is the
   // whole step or compute()'s part, the input's pointers, its shape (samples, values)
-  // and the position of its first sample.
+  // and the position of its first sample (0 for a model whose pass does not read it).
   using GraphKey = std::tuple<bool, const float*, const int32_t*, int64_t, int64_t, int64_t>;
   struct Graph {
     int id = -1;           // the device's handle; -1: not captured
@@ -138,6 +141,7 @@ private:
   Model& model_;
   Optimizer& optimizer_;
   int64_t accumulate_;
+  bool positional_;  // the model's pass reads the samples' position (Model::reads_sample_position)
   SoftmaxCrossEntropy loss_;
   LossTotals totals_;  // the local batch's loss sum and correct count, on the device
   Tensor grad_sum_;  // accumulate > 1: the micro-batches' gradients summed

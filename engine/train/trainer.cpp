@@ -396,7 +396,7 @@ RunSummary Trainer::run() {
   }
   bsp_->settle(*boundary_);
   warn_overruns(t);
-  if (bsp_->fused() || step_->compute_graphs()) {
+  if (bsp_->fused() || step_->compute_graphs_asked()) {
     const GraphCounts& g = step_->graph_counts();
     spdlog::log(dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info,
                 "{}: {} replays of {} captured graphs, {} op by op; every graph dropped {} times as "

@@ -392,4 +392,52 @@ BOOST_AUTO_TEST_CASE(compute_graphs_stay_off_where_the_step_cannot_be_captured) 
   for (int t = 0; t < 4; ++t) graphed.step.compute(b.x, b.labels.data(), context(t));
   BOOST_TEST(graphed.step.graph_counts().replayed == 0);
   BOOST_TEST(rec.graphs_held() == 0u);
+  // Batch norm: not capturable.
+  ModelSpec bn = tiny_mlp();
+  bn.layers.insert(bn.layers.begin() + 1, {"batchnorm", {}, "test:bn"});
+  Model bn_model(rec, bn, 1);
+  const std::unique_ptr<Optimizer> bn_opt = make_optimizer(rec, bn_model, config("sgd", 0.0));
+  TrainStep bn_step(bn_model, *bn_opt);
+  bn_step.set_compute_graphs(true);
+  BOOST_TEST(!bn_step.compute_graphs());
+  BOOST_TEST(bn_step.compute_graphs_asked());
+  // A capturable model, but passes that are not a plain training pass, or empty, run
+  // op by op: nothing is captured however often they recur.
+  Worker w(rec, config("sgd", 0.0));
+  w.step.set_compute_graphs(true);
+  BOOST_TEST_REQUIRE(w.step.compute_graphs());
+  const Tensor empty(rec, {0, 7});
+  for (int t = 0; t < 4; ++t) {
+    StepContext not_training = context(t);
+    not_training.training = false;
+    w.step.compute(b.x, b.labels.data(), not_training);
+    w.step.compute(empty, nullptr, context(t));
+  }
+  BOOST_TEST(w.step.graph_counts().captured == 0);
+  BOOST_TEST(rec.graphs_held() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_model_without_dropout_replays_at_any_position) {
+  // A policy that moves other workers' batches moves this worker's first position
+  // while its own batch stays: a model whose pass does not read the position (no
+  // dropout) replays the one graph; one with dropout, whose masks are keyed by it,
+  // captures a graph per position. Bit for bit the uncaptured compute either way.
+  for (double dropout : {0.0, 0.3}) {
+    test::RecordingDevice rec;
+    Worker graphed(rec, config("sgd", 0.0), 1, dropout), plain(cpu_device(), config("sgd", 0.0), 1, dropout);
+    graphed.step.set_compute_graphs(true);
+    BOOST_TEST(graphed.model.reads_sample_position() == (dropout > 0.0));
+    const Batch g(rec, 8, 4), p(cpu_device(), 8, 4);
+    for (int t = 0; t < 10; ++t) {
+      StepContext ctx = context(t);
+      ctx.first_sample = t % 2 ? 16 : 0;
+      const LossResult a = graphed.step.compute(g.x, g.labels.data(), ctx);
+      const LossResult b = plain.step.compute(p.x, p.labels.data(), ctx);
+      BOOST_TEST(a.loss_sum == b.loss_sum, "dropout " << dropout << " step " << t);
+      graphed.step.update(24, lr_at(t));
+      plain.step.update(24, lr_at(t));
+      check_same(graphed, plain, "dropout " + std::to_string(dropout) + " step " + std::to_string(t));
+    }
+    BOOST_TEST(graphed.step.graph_counts().captured == (dropout > 0.0 ? 2 : 1), "dropout " << dropout);
+  }
 }

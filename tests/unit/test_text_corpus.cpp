@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,12 +43,6 @@ DataConfig text_config(const std::vector<std::string>& files, int seq_len, doubl
   cfg.seq_len = seq_len;
   cfg.validation = validation;
   return cfg;
-}
-
-std::vector<int64_t> all_indices(const Dataset& d) {
-  std::vector<int64_t> idx(static_cast<size_t>(d.size()));
-  std::iota(idx.begin(), idx.end(), int64_t{0});
-  return idx;
 }
 
 uint8_t byte_at(const std::string& s, int64_t i) { return static_cast<uint8_t>(s[static_cast<size_t>(i)]); }

@@ -112,7 +112,13 @@ BOOST_AUTO_TEST_CASE(each_policy_field_reaches_the_policy_stats_table) {
       end })");
   PolicySandbox box(f, {1000.0, 32.0});
   // Two workers, a global batch of 2, batches 1..2, the devices' labels.
-  box.init(PolicyCluster{2, 2, {1, 1}, {2, 2}, {"cpu", "gpu-label"}});
+  PolicyCluster cluster;
+  cluster.workers = 2;
+  cluster.global_batch = 2;
+  cluster.min_batch = {1, 1};
+  cluster.max_batch = {2, 2};
+  cluster.devices = {"cpu", "gpu-label"};
+  box.init(cluster);
   const WorkerStats w = distinct_stats();
   const PolicyAnswer a = box.step(0, 2, {w, w});
   std::map<std::string, std::string> got;

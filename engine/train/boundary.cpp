@@ -224,7 +224,7 @@ bool Boundary::evaluate(int64_t done) {
   const int rank = p_.comm.rank(), world = p_.comm.size();
   const int64_t n = p_.test_set.size();
   if (!test_input_) test_input_ = std::make_unique<DeviceInput>(p_.model.device(), p_.test_set, p_.cfg.data.on_device);
-  EvalSums sums = evaluate_range(p_.model, *test_input_, p_.cfg.eval_batch, n * rank / world, n * (rank + 1) / world);
+  EvalSums sums = evaluator_.run(p_.model, *test_input_, p_.cfg.eval_batch, n * rank / world, n * (rank + 1) / world);
   p_.comm.allreduce_sum(&sums.loss_sum, 3, "the evaluation sums");
   const double accuracy = sums.correct / sums.count;
   p_.summary.test_accuracy = accuracy;

@@ -29,6 +29,7 @@
 #include "engine/train/control.hpp"
 #include "engine/train/device_input.hpp"
 #include "engine/train/emulation/faults.hpp"
+#include "engine/train/evaluate.hpp"
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/noise_scale.hpp"
 #include "engine/train/progress.hpp"
@@ -145,6 +146,7 @@ private:
   ClusterStats cluster_;              // what the policy gets beside the last bsp stats
   const RunLength length_;            // stop.epochs in batches of B0 and in samples
   std::unique_ptr<DeviceInput> test_input_;  // the test set's way to the device, made at the first evaluation
+  Evaluator evaluator_;  // its buffers, kept: later evaluations allocate nothing (graphs outlive them)
   // Rank 0, lr_scaling = 'adascale' with B adaptive: the noise scale every rank's
   // learning-rate gain follows (sent in the Control).
   bool adascale_ = false;

@@ -16,10 +16,13 @@ EvalSums evaluate_range(Model& model, const Dataset& data, int64_t batch, int64_
 }
 
 EvalSums evaluate_range(Model& model, DeviceInput& input, int64_t batch, int64_t begin, int64_t end) {
+  Evaluator evaluator;
+  return evaluator.run(model, input, batch, begin, end);
+}
+
+EvalSums Evaluator::run(Model& model, DeviceInput& input, int64_t batch, int64_t begin, int64_t end) {
   const Dataset& data = input.data();
-  Tensor x, labels;
-  std::vector<int64_t> indices(static_cast<size_t>(batch));
-  SoftmaxCrossEntropy loss;
+  indices_.resize(static_cast<size_t>(batch));
   StepContext ctx;
   ctx.training = false;
   const int64_t targets = data.targets_per_sample();
@@ -31,15 +34,14 @@ EvalSums evaluate_range(Model& model, DeviceInput& input, int64_t batch, int64_t
   EvalSums sums;
   for (int64_t start = begin; start < end; start += batch) {
     const int64_t n = std::min(batch, end - start);  // the last batch may be shorter
-    std::iota(indices.begin(), indices.begin() + n, start);
-    input.fill(indices.data(), n, x, labels);
+    std::iota(indices_.begin(), indices_.begin() + n, start);
+    input.fill(indices_.data(), n, x_, labels_);
     // One row of logits per target: a language model's [n, seq, vocab] is n * seq rows.
-    const Tensor& logits = model.forward(x, ctx);
+    const Tensor& logits = model.forward(x_, ctx);
     // Read back per batch: the input's staging ring needs a wait between fills
     // (device_input.hpp), and an evaluation is rare enough not to matter.
-    const LossResult r =
-        loss.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}),
-                     DeviceInput::labels_of(labels), false);
+    const LossResult r = loss_.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}),
+                                       DeviceInput::labels_of(labels_), false);
     sums.loss_sum += r.loss_sum;
     sums.correct += static_cast<double>(r.correct);
     sums.count += static_cast<double>(n * targets);

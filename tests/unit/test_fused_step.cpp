@@ -13,6 +13,9 @@
 #include "engine/core/device.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/nn/optimizer.hpp"
+#include "engine/data/synthetic.hpp"
+#include "engine/train/device_input.hpp"
+#include "engine/train/evaluate.hpp"
 #include "engine/train/step.hpp"
 #include "tests/unit/tiny_mlp.hpp"
 #include "tests/unit/recording_device.hpp"
@@ -440,4 +443,37 @@ BOOST_AUTO_TEST_CASE(a_model_without_dropout_replays_at_any_position) {
     }
     BOOST_TEST(graphed.step.graph_counts().captured == (dropout > 0.0 ? 2 : 1), "dropout " << dropout);
   }
+}
+
+BOOST_AUTO_TEST_CASE(graphs_outlive_evaluations_after_the_first) {
+  // An evaluation at a larger batch grows the model's buffers once (the graphs are
+  // dropped and recaptured); the Evaluator keeps its own buffers, so the next
+  // evaluations allocate nothing and the training step replays straight after them.
+  // An evaluation with buffers of its own each time (evaluate_range) drops them again.
+  test::RecordingDevice rec;
+  Worker w(rec, config("sgd", 0.0));
+  const auto test_set = make_synthetic({7}, 3, 40, 5);
+  DeviceInput input(rec, *test_set);
+  Evaluator evaluator;
+  const Batch b(rec, 8, 6);
+  int t = 0;
+  const auto train = [&](int steps) {
+    bool replayed = false;
+    for (int i = 0; i < steps; ++i, ++t) replayed = w.step.fused(b.x, b.labels.data(), context(t), lr_at(t)).replayed;
+    return replayed;
+  };
+  BOOST_TEST(train(4));
+  const EvalSums first = evaluator.run(w.model, input, 16, 0, 40);
+  BOOST_TEST(first.count == 40.0);
+  BOOST_TEST(!train(1));  // the buffers grew: dropped, op by op again
+  BOOST_TEST(w.step.graph_counts().invalidated == 1);
+  BOOST_TEST(train(3));
+  for (int round = 0; round < 3; ++round) {
+    evaluator.run(w.model, input, 16, 0, 40);
+    BOOST_TEST(train(1), "round " << round);  // replayed at once
+  }
+  BOOST_TEST(w.step.graph_counts().invalidated == 1);
+  evaluate_range(w.model, input, 16, 0, 40);
+  BOOST_TEST(!train(1));
+  BOOST_TEST(w.step.graph_counts().invalidated == 2);
 }

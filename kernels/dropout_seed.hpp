@@ -28,7 +28,14 @@ struct DropoutSeed {
   bool sited = false;
 };
 
-// The iteration's seed from its two halves.
+// The iteration's seed as two doubles, its high and low 32 bits (each exact in a
+// double), as the step writes it to device memory ...
+TANDEM_HOST_DEVICE inline void seed_to_halves(uint64_t seed, double* halves) {
+  halves[0] = static_cast<double>(seed >> 32);
+  halves[1] = static_cast<double>(seed & 0xffffffffULL);
+}
+
+// ... and back from its two halves.
 TANDEM_HOST_DEVICE inline uint64_t seed_of_halves(const double* halves) {
   return (static_cast<uint64_t>(halves[0]) << 32) | static_cast<uint64_t>(halves[1]);
 }

@@ -2,7 +2,10 @@
 #include "engine/core/cudnn_ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "engine/core/cuda_check.hpp"
@@ -24,24 +27,31 @@ cudnnTensorDescriptor_t make_tensor(int n, int c, int h, int w, cudnnDataType_t 
 }
 
 // Consecutive pieces of one workspace block, each 256-byte aligned (what cuDNN's
-// tensor-core algorithms and the vector conversions want).
+// tensor-core algorithms and the vector conversions want): their sizes in bytes are
+// given once, the block asked for their sum, and piece<T>(i) is the i-th.
 class Carve {
 public:
-  static size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
-  explicit Carve(void* base) : base_(static_cast<char*>(base)) {
-    TANDEM_CHECK(reinterpret_cast<uintptr_t>(base) % 256 == 0, "a convolution workspace at ", base,
+  Carve(const std::function<void*(size_t)>& workspace, std::initializer_list<size_t> bytes) {
+    TANDEM_CHECK(bytes.size() <= offsets_.size(), "a workspace carved in ", bytes.size(), " pieces (at most ",
+                 offsets_.size(), ": a bug in tandem)");
+    size_t total = 0, i = 0;
+    for (size_t b : bytes) {
+      offsets_[i++] = total;
+      total += (b + 255) / 256 * 256;
+    }
+    base_ = static_cast<char*>(workspace(total));
+    TANDEM_CHECK(reinterpret_cast<uintptr_t>(base_) % 256 == 0, "a convolution workspace at ",
+                 static_cast<void*>(base_),
                  " is not 256-byte aligned (the memory pool hands out whole cudaMalloc blocks: a bug)");
   }
   template <typename T>
-  T* take(size_t count) {
-    T* p = reinterpret_cast<T*>(base_ + used_);
-    used_ += round_up(count * sizeof(T));
-    return p;
+  T* piece(size_t i) const {
+    return reinterpret_cast<T*>(base_ + offsets_[i]);
   }
 
 private:
-  char* base_;
-  size_t used_ = 0;
+  char* base_ = nullptr;
+  std::array<size_t, 5> offsets_{};  // no allocation: a convolution runs every step
 };
 
 // The first deterministic algorithm cuDNN's heuristics rank as working; the
@@ -167,12 +177,11 @@ void CudnnOps::conv_forward(const ConvShape& s, const float* x, const float* w, 
   }
   // bf16: x and W converted, the bfloat16 y widened; all in one workspace block.
   const size_t xs = s.x_size(), wsz = s.w_size(), ys = s.y_size();
-  Carve carve(workspace_(Carve::round_up(c.fwd_ws) + Carve::round_up(2 * xs) + Carve::round_up(2 * wsz) +
-                         Carve::round_up(2 * ys)));
-  void* ws = carve.take<char>(c.fwd_ws);
-  uint16_t* x16 = carve.take<uint16_t>(xs);
-  uint16_t* w16 = carve.take<uint16_t>(wsz);
-  uint16_t* y16 = carve.take<uint16_t>(ys);
+  const Carve carve(workspace_, {c.fwd_ws, 2 * xs, 2 * wsz, 2 * ys});
+  void* ws = carve.piece<char>(0);
+  uint16_t* x16 = carve.piece<uint16_t>(1);
+  uint16_t* w16 = carve.piece<uint16_t>(2);
+  uint16_t* y16 = carve.piece<uint16_t>(3);
   const cudaStream_t st = stream();
   cuda::to_bf16(x, x16, xs, st);
   cuda::to_bf16(w, w16, wsz, st);
@@ -210,13 +219,12 @@ void CudnnOps::conv_backward_bf16(const ConvShape& s, Conv& c, const float* x, c
   const size_t xs = s.x_size(), wsz = s.w_size(), ys = s.y_size();
   const size_t ws_bytes = std::max(c.bwd_filter_ws, dx ? c.bwd_data_ws : size_t{0});
   // x16 is the data gradient's room too: x is not read after the filter gradient.
-  Carve carve(workspace_(Carve::round_up(ws_bytes) + Carve::round_up(2 * xs) + 2 * Carve::round_up(2 * wsz) +
-                         Carve::round_up(2 * ys)));
-  void* ws = carve.take<char>(ws_bytes);
-  uint16_t* x16 = carve.take<uint16_t>(xs);
-  uint16_t* w16 = carve.take<uint16_t>(wsz);
-  uint16_t* dw16 = carve.take<uint16_t>(wsz);
-  uint16_t* dy16 = carve.take<uint16_t>(ys);
+  const Carve carve(workspace_, {ws_bytes, 2 * xs, 2 * wsz, 2 * wsz, 2 * ys});
+  void* ws = carve.piece<char>(0);
+  uint16_t* x16 = carve.piece<uint16_t>(1);
+  uint16_t* w16 = carve.piece<uint16_t>(2);
+  uint16_t* dw16 = carve.piece<uint16_t>(3);
+  uint16_t* dy16 = carve.piece<uint16_t>(4);
   const cudaStream_t st = stream();
   cuda::to_bf16(x, x16, xs, st);
   cuda::to_bf16(dy, dy16, ys, st);

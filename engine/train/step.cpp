@@ -8,6 +8,7 @@
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "kernels/dropout_seed.hpp"
 
 namespace tandem {
 
@@ -58,7 +59,8 @@ LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const Step
     // The iteration's seed goes to device memory, where dropout reads it (the graph
     // keeps a pointer, not the value); the rest of the part depends on the input only.
     Device& dev = model_.device();
-    const double seed[2] = {static_cast<double>(ctx.seed >> 32), static_cast<double>(ctx.seed & 0xffffffffULL)};
+    double seed[2];
+    seed_to_halves(ctx.seed, seed);
     scalars_.write(dev, kStepSeedHigh, seed, 2);
     StepContext c = ctx;
     c.seed_on_device = scalars_.on(dev) + kStepSeedHigh;
@@ -143,8 +145,7 @@ void TrainStep::fused_queue(const Tensor& x, const int32_t* labels, const StepCo
   double known[kStepHostSlots] = {};
   known[kStepLr] = lr;
   known[kStepPredictions] = static_cast<double>(n) * static_cast<double>(model_.targets_per_sample());
-  known[kStepSeedHigh] = static_cast<double>(ctx.seed >> 32);
-  known[kStepSeedLow] = static_cast<double>(ctx.seed & 0xffffffffULL);
+  seed_to_halves(ctx.seed, &known[kStepSeedHigh]);  // kStepSeedHigh, then kStepSeedLow
   const int64_t taken = optimizer_.steps();  // the updates read so far
   optimizer_.bias_corrections(taken + 1, &known[kStepBiasIfSkipped1], &known[kStepBiasIfSkipped2]);
   optimizer_.bias_corrections(taken + 2, &known[kStepBiasIfTaken1], &known[kStepBiasIfTaken2]);

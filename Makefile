@@ -17,7 +17,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-quickstart: build
+# The quickstart needs only the tandem binary and its policy worker, not the tests.
+quickstart: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target tandem
 	$(BUILD)/tandem run scripts/experiments/quickstart.lua
 
 # PyTorch (Debian's python3-torch) for the tests that check tandem against it: the
@@ -32,8 +34,8 @@ bench: configure
 	tools/bench/run_all.sh $(BUILD)
 
 # The papers' experiments (scripts/experiments/suite), each ending with a report and
-# a comparison table; STUDY=name runs one. Not tests (`make test` takes about 7
-# minutes on 2 cores): the whole suite takes about a quarter of an hour (README, Results).
+# a comparison table; STUDY=name runs one. Not tests: the whole suite takes about a
+# quarter of an hour on 2 cores (docs/results.md).
 experiments: build
 	python3 tools/experiments/run.py --build $(BUILD) $(STUDY)
 

@@ -167,7 +167,7 @@ int cmd_profile(const std::vector<std::string>& args) {
     std::fputs(text.c_str(), stdout);
   } else {
     tandem::write_text_file(out, text);
-    spdlog::info("profile of {} written to {}", dev.name(), out);
+    tandem::log::info("profile of {} written to {}", dev.name(), out);
   }
   return 0;
 }
@@ -226,10 +226,10 @@ void report_failed_job(int status, const std::string& run_dir, const tandem::Exp
     } catch (const tandem::CheckpointRejected&) {
     }
   }
-  spdlog::error("the job failed (mpirun exited with status {}; the lines above name the rank that failed and why); "
+  tandem::log::error("the job failed (mpirun exited with status {}; the lines above name the rank that failed and why); "
                 "{}", status, checkpoint);
   if (checkpoint.rfind("the last", 0) == 0)
-    spdlog::error("  to continue: tandem run --resume {}   (with --workers {} to go on without a lost worker; "
+    tandem::log::error("  to continue: tandem run --resume {}   (with --workers {} to go on without a lost worker; "
                   "per-worker settings such as emulation.speeds then need overrides for {} workers)", run_dir,
                   workers - 1, workers - 1);
 }
@@ -417,7 +417,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
   tandem::ExperimentConfig cfg = load();
   tandem::log::set_level(cfg.log_level);
   if (cfg.workers != comm->size() && comm->rank() == 0 && tandem::launched_by_mpi())
-    spdlog::warn("the experiment asks for {} but mpirun started {}: training with {}", tandem::log::counted(cfg.workers, "worker"),
+    tandem::log::warn("the experiment asks for {} but mpirun started {}: training with {}", tandem::log::counted(cfg.workers, "worker"),
                  comm->size(), comm->size());
   try {
     comm->set_timeout_s(cfg.collective_timeout_s);
@@ -506,10 +506,10 @@ int main(int argc, char** argv) {
     tandem::log::init(0, "info");
     return dispatch(std::vector<std::string>(argv + 1, argv + argc), &argc, &argv);
   } catch (const tandem::Error& e) {
-    spdlog::error("{}", e.what());
+    tandem::log::error("{}", e.what());
     return tandem::cli::kExitFailure;
   } catch (const std::exception& e) {
-    spdlog::error("unexpected error: {}", e.what());
+    tandem::log::error("unexpected error: {}", e.what());
     return tandem::cli::kExitFailure;
   }
 }

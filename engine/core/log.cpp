@@ -1,6 +1,7 @@
 #include "engine/core/log.hpp"
 
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <sys/ioctl.h>
@@ -97,9 +98,24 @@ void add_file(const std::string& path) {
   spdlog::default_logger()->flush_on(spdlog::level::info);
 }
 
+bool should_log(Level level) {
+  return spdlog::default_logger_raw()->should_log(static_cast<spdlog::level::level_enum>(level));
+}
+
+void write(Level level, std::string_view line) {
+  spdlog::default_logger_raw()->log(static_cast<spdlog::level::level_enum>(level), "{}", line);
+}
+
+void flush() { spdlog::default_logger_raw()->flush(); }
+
 void set_level(const std::string& level) { spdlog::default_logger()->set_level(parse_level(level)); }
 
 int rank() { return g_rank; }
+
+static_assert(static_cast<int>(Level::trace) == spdlog::level::trace &&
+                  static_cast<int>(Level::critical) == spdlog::level::critical &&
+                  static_cast<int>(Level::off) == spdlog::level::off,
+              "tandem::log::Level follows spdlog's levels");
 
 void progress(const std::string& line, double fraction) {
   auto logger = spdlog::default_logger();

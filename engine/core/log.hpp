@@ -8,11 +8,45 @@
 // (tests, nohup, mpirun's forwarding of the ranks' output), every progress line is a
 // plain log line. TANDEM_PROGRESS_BAR=1 or 0 forces either (the launcher may know
 // that the terminal is its own stderr); log.txt always gets plain lines.
-#include <spdlog/spdlog.h>
+//
+// This header is included by most of the engine, so it stays light (DESIGN.md habit
+// 12): it declares its own levels and formats with fmt's core header (the format
+// string checked at compile time, as spdlog's), and only log.cpp includes spdlog,
+// whose header costs seconds of compile time in every file that includes it.
+#include <fmt/core.h>
 
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace tandem::log {
+
+// spdlog's levels, in its order.
+enum class Level : int { trace = 0, debug, info, warn, error, critical, off };
+
+// Whether a line at this level would be printed (so a costly line is built only then).
+bool should_log(Level level);
+// One formatted line to every sink at this level.
+void write(Level level, std::string_view line);
+// Flushes every sink (before an abort, so the last lines are not lost).
+void flush();
+
+template <typename... Args>
+void at(Level level, fmt::format_string<Args...> format, Args&&... args) {
+  if (should_log(level)) write(level, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void trace(fmt::format_string<Args...> format, Args&&... args) { at(Level::trace, format, std::forward<Args>(args)...); }
+template <typename... Args>
+void debug(fmt::format_string<Args...> format, Args&&... args) { at(Level::debug, format, std::forward<Args>(args)...); }
+template <typename... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) { at(Level::info, format, std::forward<Args>(args)...); }
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) { at(Level::warn, format, std::forward<Args>(args)...); }
+template <typename... Args>
+void error(fmt::format_string<Args...> format, Args&&... args) { at(Level::error, format, std::forward<Args>(args)...); }
+template <typename... Args>
+void critical(fmt::format_string<Args...> format, Args&&... args) { at(Level::critical, format, std::forward<Args>(args)...); }
 
 // Sets up the default logger for this worker. level: trace|debug|info|warn|error|off.
 void init(int rank, const std::string& level = "info");

@@ -1,14 +1,14 @@
 #include "engine/dist/local_comm.hpp"
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 #include <cstdlib>
 
 namespace tandem {
 
 void LocalComm::abort(const std::string& why) {
-  spdlog::critical("aborting: {}", why);
-  spdlog::default_logger()->flush();
+  log::critical("aborting: {}", why);
+  log::flush();
   std::exit(1);
 }
 

@@ -1,6 +1,6 @@
 #include "engine/dist/mpi_comm.hpp"
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -79,7 +79,7 @@ MpiComm::MpiComm(int* argc, char*** argv) {
   // before the logger is set up, so that a user (and tests/integration/multihost)
   // can see which path a run took.
   if (node_size != size_ && rank_ == 0)
-    spdlog::info("ranks on several hosts ({} of {} on rank 0's): gradients go over MPI, not shared memory",
+    log::info("ranks on several hosts ({} of {} on rank 0's): gradients go over MPI, not shared memory",
                  node_size, size_);
 }
 
@@ -323,8 +323,8 @@ void MpiComm::broadcast(void* data, size_t bytes, const char* what) {
 }
 
 void MpiComm::abort(const std::string& why) {
-  spdlog::critical("aborting the job: {}", why);
-  spdlog::default_logger()->flush();
+  log::critical("aborting the job: {}", why);
+  log::flush();
   note_abort(rank_, why);
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::exit(3);
@@ -504,7 +504,7 @@ std::unique_ptr<Channel> MpiComm::open_channel(const char* what, const std::vect
     try {
       return std::make_unique<ShmChannel>(*this, node_, tags, max_bytes);
     } catch (const std::exception& e) {
-      if (rank_ == 0) spdlog::warn("{}: the shared-memory channel failed ({}); using MPI messages", what, e.what());
+      if (rank_ == 0) log::warn("{}: the shared-memory channel failed ({}); using MPI messages", what, e.what());
     }
   }
   MPI_Comm channel = MPI_COMM_NULL;

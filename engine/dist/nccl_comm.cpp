@@ -1,6 +1,6 @@
 #include "engine/dist/nccl_comm.hpp"
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 #include <unistd.h>
 
 #include <cstdint>
@@ -109,7 +109,7 @@ void abort_bounded(ncclComm_t comm) {
       done->store(true);
     }).detach();
     if (!poll_until([&] { return done->load(); }, now_ms() + kAbortWaitMs))
-      spdlog::warn("ncclCommAbort did not return within {:.0f} s; going on without it", kAbortWaitMs / 1000.0);
+      log::warn("ncclCommAbort did not return within {:.0f} s; going on without it", kAbortWaitMs / 1000.0);
   } catch (const std::exception&) {
     ncclCommAbort(comm);  // no thread to be had: abort here, unbounded
   }
@@ -127,12 +127,12 @@ void close_comm(ncclComm_t comm, double timeout_s, const char* which) noexcept {
       ncclResult_t state = rc;
       if (rc == ncclSuccess || rc == ncclInProgress) {
         if (!wait_not_in_progress(comm, now_ms() + timeout_s * 1000.0, &state))
-          spdlog::warn("finalizing the NCCL communicator of {} did not finish within {:.0f} s: aborting it", which,
+          log::warn("finalizing the NCCL communicator of {} did not finish within {:.0f} s: aborting it", which,
                        timeout_s);
       }
       healthy = state == ncclSuccess;
       if (!healthy && state != ncclInProgress)
-        spdlog::warn("finalizing the NCCL communicator of {} failed: {}; aborting it", which, nccl_text(state, comm));
+        log::warn("finalizing the NCCL communicator of {} failed: {}; aborting it", which, nccl_text(state, comm));
     }
     if (healthy)
       ncclCommDestroy(comm);
@@ -209,7 +209,7 @@ NcclComm::NcclComm(std::unique_ptr<Comm> host_comm, int cuda_device, void* cuda_
                      timeout_s_));
   if (state != ncclSuccess)
     fail(fmt::format("the NCCL communicator's set-up failed: {}; {}", nccl_text(state, comm_), kNcclHint));
-  spdlog::debug("NCCL communicator ready: rank {} of {} on CUDA device {}", rank(), size(), cuda_device_);
+  log::debug("NCCL communicator ready: rank {} of {} on CUDA device {}", rank(), size(), cuda_device_);
 }
 
 NcclComm::~NcclComm() {
@@ -401,7 +401,7 @@ std::unique_ptr<Comm> make_gpu_world_comm(std::unique_ptr<Comm> world, const Ran
     // Where no rank has a GPU there is nothing to choose: the trainer's start lines
     // say how the workers talk; a user debugging the choice still finds it.
     const bool any_gpu = std::any_of(ranks.begin(), ranks.end(), [](const RankPlacement& p) { return p.on_gpu; });
-    spdlog::log(any_gpu ? spdlog::level::info : spdlog::level::debug, "{}", decision.reason);
+    log::at(any_gpu ? log::Level::info : log::Level::debug, "{}", decision.reason);
     use = decision.use ? 1 : 0;
   }
   world->broadcast(&use, sizeof use, "the broadcast of the gradient transport");

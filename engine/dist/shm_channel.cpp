@@ -6,7 +6,7 @@
 #include <cstring>
 #include <new>
 
-#include <spdlog/fmt/fmt.h>
+#include <fmt/format.h>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"

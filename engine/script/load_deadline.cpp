@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include <spdlog/fmt/fmt.h>
+#include <fmt/format.h>
 
 #include "engine/core/error.hpp"
 #include "engine/script/lua_state.hpp"

@@ -122,7 +122,7 @@ PolicyHost::PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster)
   }
   name_ = worker_->name();
   file_changed();  // records the file's current version
-  spdlog::info("policy {} ({}): budget {:g} ms and {:g} MB a call, {:.1f} MB after init; in worker process {} "
+  log::info("policy {} ({}): budget {:g} ms and {:g} MB a call, {:.1f} MB after init; in worker process {} "
                "({}){}", name_, cfg_.file, limits_.budget_ms, limits_.memory_mb, worker_->memory_mb(),
                worker_->pid(), worker_->confinement(), cfg_.watch ? "; reloaded when the file changes" : "");
   thread_ = std::thread([this] { run(); });
@@ -162,7 +162,7 @@ std::string PolicyHost::saved_state() {
   try {
     return worker_->save_literal();
   } catch (const PolicyFailure& f) {
-    spdlog::warn("policy {}: its state is left out of the checkpoint: {}", name_, f.what());
+    log::warn("policy {}: its state is left out of the checkpoint: {}", name_, f.what());
     return "";
   }
 }
@@ -173,7 +173,7 @@ bool PolicyHost::restore_state(const std::string& state) {
   try {
     return worker_->restore_literal(state);
   } catch (const PolicyFailure& f) {
-    spdlog::warn("policy {}: the checkpoint's policy state was not taken; it starts fresh: {}", name_, f.what());
+    log::warn("policy {}: the checkpoint's policy state was not taken; it starts fresh: {}", name_, f.what());
     return false;
   }
 }
@@ -231,7 +231,7 @@ bool PolicyHost::restore_window(const std::string& bytes, const SyncPlan& in_for
   try {
     for (const Job& j : window) worker_->observe(j.iteration, observed_batch(j.in_force, cluster_.global_batch), j.stats, j.cluster);
   } catch (const PolicyFailure& f) {
-    spdlog::warn("policy {}: the checkpoint's stats history was not taken: {}", name_, f.what());
+    log::warn("policy {}: the checkpoint's stats history was not taken: {}", name_, f.what());
     return false;
   }
   window_ = std::move(window);
@@ -321,7 +321,7 @@ std::optional<Plan> PolicyHost::late(PolicyReport& report) {
                               "abandoned; training goes on with the last good plan", name_, now_ms() - started_ms_,
                               limits_.budget_ms);
   totals_.disabled = true;
-  spdlog::error("{}", report.reason);
+  log::error("{}", report.reason);
   return std::nullopt;
 }
 
@@ -374,7 +374,7 @@ PolicyHost::Decision PolicyHost::decide(const Job& job) {
       requests[i].done.set_value({false, requests[i].path, "superseded by a later swap to " + *swap_to});
   } else if (cfg_.watch && file_changed()) {
     swap_to = cfg_.file;
-    spdlog::info("policy file {} changed: loading it", cfg_.file);
+    log::info("policy file {} changed: loading it", cfg_.file);
   }
 
   bool swapped = false;
@@ -410,7 +410,7 @@ bool PolicyHost::ensure_worker(Decision& d) {
     return false;
   }
   d.report.cost_ms += now_ms() - start;
-  spdlog::info("policy {}: a fresh worker process ({}) took over in {:.0f} ms", name_, worker_->pid(), now_ms() - start);
+  log::info("policy {}: a fresh worker process ({}) took over in {:.0f} ms", name_, worker_->pid(), now_ms() - start);
   return true;
 }
 
@@ -460,12 +460,12 @@ void PolicyHost::count_failure(const std::string& kind, const std::string& messa
   d.report.event = kind;
   d.report.failed = true;
   d.report.reason = first_line(message);
-  spdlog::warn("policy {} at iteration {} ({}, {} in a row): {}", name_, d.report.from_iteration, kind, failures_,
+  log::warn("policy {} at iteration {} ({}, {} in a row): {}", name_, d.report.from_iteration, kind, failures_,
                message);
   if (failures_ >= cfg_.max_failures) {
     disabled_ = true;
     d.report.event = "disabled";
-    spdlog::error("policy {} failed {} times in a row: it is no longer called; training goes on with the last good "
+    log::error("policy {} failed {} times in a row: it is no longer called; training goes on with the last good "
                   "plan (fix the file to have it reloaded{})", name_, failures_,
                   cfg_.watch ? "" : ", or swap in another policy");
   }
@@ -499,7 +499,7 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
     r.message = fmt::format("policy {} not swapped in ({} failed, {}): {}", path, stage, f.kind_name(), f.what());
     d.report.event = "swap_failed";
     d.report.reason = first_line(r.message);
-    spdlog::warn("{}\n  the current policy {} keeps running", r.message, disabled_ ? "(none: disabled)" : name_);
+    log::warn("{}\n  the current policy {} keeps running", r.message, disabled_ ? "(none: disabled)" : name_);
     std::lock_guard<std::mutex> lock(mu_);
     ++totals_.swap_failures;
     return r;
@@ -523,7 +523,7 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
   r.ok = true;
   r.message = fmt::format("policy {} swapped in for {} (dry run on iteration {}: {})", name_, old, job.iteration,
                           answer.keep ? "keep the plan" : "a new plan");
-  spdlog::info("{}", r.message);
+  log::info("{}", r.message);
   d.report.event = "swapped";
   d.report.policy = name_;
   d.report.reason = answer.reason.empty() ? r.message : answer.reason;

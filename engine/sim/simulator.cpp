@@ -1,6 +1,5 @@
 #include "engine/sim/simulator.hpp"
 
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -246,7 +245,7 @@ void Simulator::finish() {
   }
   write_sim_summary();
   const double efficiency = out_.ideal_samples_per_s > 0 ? run.samples_per_s / out_.ideal_samples_per_s : 0.0;
-  spdlog::info("simulated {} iterations of {} workers in {:.2f} s: {:.0f} samples/s ({:.2f} of the ideal {:.0f}), "
+  log::info("simulated {} iterations of {} workers in {:.2f} s: {:.0f} samples/s ({:.2f} of the ideal {:.0f}), "
                "{} plan change(s) ({} applied before the end), policy {:.1f} ms in all{}; nothing was trained "
                "(no loss or accuracy)",
                run.iterations, n_, run.wall_s, run.samples_per_s, efficiency, out_.ideal_samples_per_s,

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include <spdlog/spdlog.h>
 
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
@@ -204,7 +203,7 @@ bool Boundary::apply(Control& c, int64_t done, Plan& plan) {
   if (!stop && done < p_.total) checkpoint_if_decided(done, plan, c);
   if (!stop) return false;
   p_.summary.stop_reason = stop_reason();
-  if (rank0() && interrupted()) spdlog::warn("interrupted: stopping after iteration {}", done);
+  if (rank0() && interrupted()) log::warn("interrupted: stopping after iteration {}", done);
   return true;
 }
 
@@ -301,7 +300,7 @@ void Boundary::write_checkpoint(int64_t done, const Plan& in_force) {
   p_.checkpoints.write(s, [&] { p_.faults.at(done - 1, "checkpoint"); });
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(checkpoint_path(p_.summary.run_dir, done), ec);
-  spdlog::debug("checkpoint after iteration {}: {:.2f} MB written in {:.0f} ms (training stood still meanwhile)",
+  log::debug("checkpoint after iteration {}: {:.2f} MB written in {:.0f} ms (training stood still meanwhile)",
                 done, ec ? 0.0 : static_cast<double>(bytes) / (1 << 20), took.elapsed_ms());
 }
 
@@ -347,7 +346,7 @@ RunSummary Boundary::finish(int64_t done, const Plan& plan) {
                              : s.test_accuracy ? fmt::format("test accuracy {:.4f}", *s.test_accuracy)
                                                : std::string("not evaluated");
   console_.finished(fmt::format("run finished ({}) after {} iterations, {}", s.stop_reason, s.iterations, result));
-  spdlog::info("done ({}): {} iterations, {}, {:.0f} samples/s, {:.1f} s, rank 0 peak RSS "
+  log::info("done ({}): {} iterations, {}, {:.0f} samples/s, {:.1f} s, rank 0 peak RSS "
                "{:.0f} MB{}", s.stop_reason, s.iterations, result, s.samples_per_s, s.wall_s,
                s.rank0_peak_rss_mb,
                s.time_to_target_s ? fmt::format(", target reached after {:.1f} s of training", *s.time_to_target_s)

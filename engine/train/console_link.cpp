@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 namespace tandem {
 
@@ -79,7 +79,7 @@ bool ConsoleLink::apply(Control& c, int64_t done, const Plan& plan, Timeline& ti
     e.to = n > 0 ? done + n : std::numeric_limits<int64_t>::max();
     emulator_.add_event(e);
     if (lead)
-      spdlog::info("console: worker {} at {:g}x speed from iteration {}{}", e.worker, e.speed, e.from,
+      log::info("console: worker {} at {:g}x speed from iteration {}{}", e.worker, e.speed, e.from,
                    n > 0 ? fmt::format(" for {} iterations", n) : std::string());
   }
   if (!c.pause) return false;
@@ -87,12 +87,12 @@ bool ConsoleLink::apply(Control& c, int64_t done, const Plan& plan, Timeline& ti
   // word with no deadline: a paused run may sit for hours.
   float word[2] = {0.0f, 0.0f};
   if (lead) {
-    spdlog::info("console: paused after iteration {} ({} completed)", done - 1, done);
+    log::info("console: paused after iteration {} ({} completed)", done - 1, done);
     ConsoleRequests rq;
     console_->serve_paused(view(done - 1, plan, wall_s, test_accuracy, true), rq);
     word[0] = rq.stop ? 1.0f : 0.0f;
     word[1] = rq.checkpoint ? 1.0f : 0.0f;
-    spdlog::info("console: {}", rq.stop ? "stopping" : "resumed");
+    log::info("console: {}", rq.stop ? "stopping" : "resumed");
   }
   const double timeout = comm_.timeout_s();
   comm_.set_timeout_s(1e9);

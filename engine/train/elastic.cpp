@@ -14,7 +14,6 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -105,7 +104,7 @@ public:
   void check(int pid) {
     if (!noted_at_ && !abort_notes(note_dir_).empty()) noted_at_ = clock_.elapsed_ms() / 1000.0;
     if (ended_ || !noted_at_ || clock_.elapsed_ms() / 1000.0 - *noted_at_ <= kAbortGraceS) return;
-    spdlog::warn("mpirun still runs {:g} s after a rank aborted the job (a host it cannot reach?): ending it",
+    log::warn("mpirun still runs {:g} s after a rank aborted the job (a host it cannot reach?): ending it",
                  kAbortGraceS);
     kill(-pid, SIGKILL);  // mpirun leads a process group: it and all it started here
     ended_ = true;
@@ -125,7 +124,7 @@ std::vector<HostSlots> listed_hosts(const ExperimentConfig& cfg, const std::vect
   try {
     return job_hosts(cfg.hostfile, cfg.hosts);
   } catch (const Error& e) {
-    spdlog::warn("elastic: {}; keeping the hosts read before", e.what());
+    log::warn("elastic: {}; keeping the hosts read before", e.what());
     return before;
   }
 }
@@ -188,7 +187,7 @@ JobEnd watch_job(const JobLauncher& launcher, int pid, const ExperimentConfig& c
       end.returned = returning_hosts(cfg, hosts);  // blocks up to probe_timeout_s
       probed_at = clock.elapsed_ms() / 1000.0;
       if (!end.returned.empty()) {
-        spdlog::info("elastic: host(s) {} back in {}: the job stops after this iteration and restarts with them",
+        log::info("elastic: host(s) {} back in {}: the job stops after this iteration and restarts with them",
                      host_list(end.returned), cfg.hostfile);
         launcher.stop(pid);
       }
@@ -288,7 +287,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
                       "elastic: cannot start: ", log::counted(workers, "worker"), " on the hosts that answer, elastic.min_workers = ",
                       cfg.elastic.min_workers, down);
     if (workers < first_workers) {
-      spdlog::warn("elastic: starting on {} of {}{}", log::counted(workers, "worker"), first_workers, down);
+      log::warn("elastic: starting on {} of {}{}", log::counted(workers, "worker"), first_workers, down);
       args.push_back("workers=" + std::to_string(workers));
       for (const std::string& o : per_slot_overrides(resolved, first_hosts, first_workers, hosts, workers))
         args.push_back(o);
@@ -322,7 +321,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
       next = with_returned(cfg, hosts, end.returned);
     } else {
       if (++failures > cfg.elastic.max_restarts) {
-        spdlog::error("elastic: {}; not restarted: elastic.max_restarts = {}, all made", cause,
+        log::error("elastic: {}; not restarted: elastic.max_restarts = {}, all made", cause,
                       cfg.elastic.max_restarts);
         return end.status;
       }
@@ -330,7 +329,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     }
     const int next_workers = first_hosts.empty() ? first_workers : std::min(first_workers, total_slots(next));
     if (next_workers < cfg.elastic.min_workers) {
-      spdlog::error("elastic: {}; not restarted: {} left, elastic.min_workers = {}", cause, log::counted(next_workers, "worker"),
+      log::error("elastic: {}; not restarted: {} left, elastic.min_workers = {}", cause, log::counted(next_workers, "worker"),
                     cfg.elastic.min_workers);
       return end.status == 0 ? 1 : end.status;
     }
@@ -338,7 +337,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     // those that fail).
     const auto loaded = load_latest_checkpoint(checkpoint_dir(run_dir), {}, nullptr);
     if (!loaded) {
-      spdlog::error("elastic: {}; not restarted: no checkpoint passes the checks yet (checkpoint.every or "
+      log::error("elastic: {}; not restarted: no checkpoint passes the checks yet (checkpoint.every or "
                     "checkpoint.every_s: the first is due before the failure)", cause);
       return end.status == 0 ? 1 : end.status;
     }
@@ -354,7 +353,7 @@ int run_elastic(const ExperimentConfig& cfg, const std::string& run_dir, const s
     if (!next.empty()) mark["hosts"] = host_list(next);
     append_line(run_dir + "/trace.jsonl", mark);
     restarts.push_back(mark);
-    spdlog::warn("elastic: {}; restart {} ({}): resuming from the checkpoint at iteration {} on {}{}; {} to run "
+    log::warn("elastic: {}; restart {} ({}): resuming from the checkpoint at iteration {} on {}{}; {} to run "
                  "again", cause, restarts.size(),
                  rescale ? "not a failure" : fmt::format("failure {} of at most {}", failures, cfg.elastic.max_restarts),
                  checkpoint, log::counted(next_workers, "worker"), next.empty() ? "" : " (" + host_list(next) + ")",

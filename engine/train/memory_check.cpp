@@ -1,6 +1,6 @@
 #include "engine/train/memory_check.hpp"
 
-#include <spdlog/fmt/fmt.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include <spdlog/fmt/fmt.h>
+#include <fmt/format.h>
 
 namespace tandem {
 

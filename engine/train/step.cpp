@@ -4,7 +4,7 @@
 #include <exception>
 #include <limits>
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -236,7 +236,7 @@ bool TrainStep::run_graphed(bool whole, const Tensor& x, const int32_t* labels, 
     g.refused = true;
     ++graph_counts_.failed;
     const bool give_up = ++capture_failures_ >= kMaxCaptureFailures;
-    spdlog::warn("the training step could not be captured in a graph on {} ({}): {}", dev.name(), e.what(),
+    log::warn("the training step could not be captured in a graph on {} ({}): {}", dev.name(), e.what(),
                  give_up ? "it runs op by op from now on" : "this input runs op by op");
     if (give_up) set_graphs(false);  // drops every graph, g with them
     return op_by_op();

@@ -195,7 +195,7 @@ Trainer::Trainer(const ExperimentConfig& cfg, Comm& comm, const DeviceChoice& de
   if (cfg_.resume) resume();
   if (rank_ == 0) start_recording();
   if (rank_ == 0 && make_console_) console_ = make_console_(summary_.run_dir);
-  if (console_) spdlog::info("console: tandem attach {}", summary_.run_dir);
+  if (console_) log::info("console: tandem attach {}", summary_.run_dir);
 }
 
 void Trainer::load_data() {
@@ -293,7 +293,7 @@ void Trainer::resume() {
   if (same_cluster && rank_ == 0 && s.cluster_stats.size() == sizeof(ClusterStats))
     std::memcpy(&cluster_, s.cluster_stats.data(), sizeof cluster_);
   if (rank_ == 0 && !same_cluster)
-    spdlog::info("resumed on {} (the checkpoint's run had {}): the plan starts again from {} ({}){}", log::counted(world_, "worker"),
+    log::info("resumed on {} (the checkpoint's run had {}): the plan starts again from {} ({}){}", log::counted(world_, "worker"),
                  s.world, plan_.str(), cfg_.plan.kind,
                  cfg_.policy.file.empty() ? "" : "; the policy re-decides it for this cluster");
   if (rank_ == 0 && policy_ && !s.policy.empty()) restore_policy(s, same_cluster);
@@ -301,13 +301,13 @@ void Trainer::resume() {
 
 void Trainer::restore_policy(const CheckpointState& s, bool same_cluster) {
   if (!same_cluster) {
-    spdlog::info("policy {} starts fresh: its saved state was for {} workers", policy_->name(), s.world);
+    log::info("policy {} starts fresh: its saved state was for {} workers", policy_->name(), s.world);
   } else if (s.policy != policy_->name()) {
-    spdlog::info("policy {} starts fresh: the saved state is {}'s", policy_->name(), s.policy);
+    log::info("policy {} starts fresh: the saved state is {}'s", policy_->name(), s.policy);
   } else {
     const bool history = s.policy_window.empty() || policy_->restore_window(s.policy_window, plan_.sync);
     const bool state = s.policy_state.empty() || policy_->restore_state(s.policy_state);
-    spdlog::info("policy {}: {} restored from the checkpoint", s.policy,
+    log::info("policy {}: {} restored from the checkpoint", s.policy,
                  history && state ? "its state and stats history" : "not all of its state (see above) was");
   }
 }
@@ -316,24 +316,24 @@ void Trainer::start_recording() {
   const std::string& dir = summary_.run_dir;
   checkpoints_->check_disk();
   write_text_file(dir + "/config.json", cfg_.resolved_json.empty() ? "{}\n" : cfg_.resolved_json + "\n");
-  spdlog::info("run directory {}", dir);
-  spdlog::info("{}", model_->summary());
-  spdlog::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch; {}",
+  log::info("run directory {}", dir);
+  log::info("{}", model_->summary());
+  log::info("data {}: {} train / {} test samples; global batch {}, {} iterations per epoch; {}",
                train_set_->name(), train_set_->size(), test_set_->size(), cfg_.global_batch, per_epoch_,
                stop_text(cfg_.stop, length_.max_iterations, per_epoch_));
-  spdlog::info("{}; plan {} ({})", workers_text(world_, comm_.name()),
+  log::info("{}; plan {} ({})", workers_text(world_, comm_.name()),
                cfg_.plan.kind == "random" ? "changing every iteration" : plan_.str(), cfg_.plan.kind);
-  spdlog::info("rank 0 computes on {}{}{}", device_.note.empty() ? dev_.name() : "the CPU: " + device_.note,
+  log::info("rank 0 computes on {}{}{}", device_.note.empty() ? dev_.name() : "the CPU: " + device_.note,
                precision_text(cfg_.device.precision, dev_.kind()),
                world_ > 1 ? fmt::format("; gradients are summed in {}", gradients_->path()) : "");
   // On the CPU the data set is always in the device's memory: only a GPU's way is news.
-  spdlog::log(dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info,
+  log::at(dev_.kind() == DeviceKind::cpu ? log::Level::debug : log::Level::info,
               "training batches: {} (data.on_device = '{}')", loader_->input().describe(), cfg_.data.on_device);
-  spdlog::debug("the gradient all-reduce: {} floats ({:.2f} MB) a step over {} in {}", gradients_->floats(),
+  log::debug("the gradient all-reduce: {} floats ({:.2f} MB) a step over {} in {}", gradients_->floats(),
                 static_cast<double>(gradients_->floats()) * sizeof(float) / (1 << 20), comm_.name(),
                 gradients_->path());
   if (cfg_.emulation.enabled) {
-    spdlog::info("emulated heterogeneity:\n{}", emulator_->describe());
+    log::info("emulated heterogeneity:\n{}", emulator_->describe());
     nlohmann::json cal{{"batch", machine_.batch}, {"ms", machine_.ms}, {"host_ms", machine_.host_ms}};
     write_text_file(dir + "/calibration.json", cal.dump() + "\n");
   }
@@ -363,16 +363,16 @@ void Trainer::start_loop() {
   bsp_ = std::make_unique<BspStep>(bsp, !random_plans_);
   if (world_ == 1) {
     // Only a GPU's way is news: a CPU does not wait for itself.
-    const auto level = dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info;
+    const auto level = dev_.kind() == DeviceKind::cpu ? log::Level::debug : log::Level::info;
     if (bsp_->fused())
-      spdlog::log(level, "training step: fused on the device{} (fused_step = '{}')",
+      log::at(level, "training step: fused on the device{} (fused_step = '{}')",
                   step_->graphs() ? ", captured in a CUDA graph per input and replayed" : "", cfg_.fused_step);
     else
-      spdlog::log(level, "training step: op by op, not fused: {}", bsp_->fused_obstacle());
+      log::at(level, "training step: op by op, not fused: {}", bsp_->fused_obstacle());
   }
-  if (rank_ == 0 && plan_.sync.mode != SyncMode::bsp) spdlog::info("sync mode {}", plan_.sync.str());
+  if (rank_ == 0 && plan_.sync.mode != SyncMode::bsp) log::info("sync mode {}", plan_.sync.str());
   if (rank_ == 0 && world_ == 1 && cfg_.plan.sync.mode != "bsp")
-    spdlog::info("one worker: sync.mode = '{}' is the same as bsp", cfg_.plan.sync.mode);
+    log::info("one worker: sync.mode = '{}' is the same as bsp", cfg_.plan.sync.mode);
   double ready = 1.0;
   comm_.allreduce_sum(&ready, 1, "start-up");
   timeline_.start();
@@ -398,7 +398,7 @@ RunSummary Trainer::run() {
   warn_overruns(t);
   if (bsp_->fused() || step_->compute_graphs_asked()) {
     const GraphCounts& g = step_->graph_counts();
-    spdlog::log(dev_.kind() == DeviceKind::cpu ? spdlog::level::debug : spdlog::level::info,
+    log::at(dev_.kind() == DeviceKind::cpu ? log::Level::debug : log::Level::info,
                 "{}: {} replays of {} captured graphs, {} op by op; every graph dropped {} times as "
                 "memory moved and {} times for too many inputs; {} captures failed",
                 bsp_->fused() ? "fused steps" : "computes (forward, loss, backward)", g.replayed, g.captured,
@@ -447,7 +447,7 @@ void Trainer::warn_overruns(int64_t done) const {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const std::string why = world_ > cores ? fmt::format("{} ranks on {} cores: the cores are oversubscribed", world_, cores)
                                          : std::string("the machine was busy, or emulated faster than it computes");
-  spdlog::warn("{} of {} ranks computed longer than their emulated time (r{}: {:.0f} of {} steps) - {}; lower "
+  log::warn("{} of {} ranks computed longer than their emulated time (r{}: {:.0f} of {} steps) - {}; lower "
                "emulation.reference or use fewer workers for a faithful emulation",
                ranks, world_, most, overruns[most], done, why);
 }

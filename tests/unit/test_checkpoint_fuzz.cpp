@@ -15,7 +15,7 @@
 #define BOOST_TEST_MODULE checkpoint_fuzz
 #include <boost/test/unit_test.hpp>
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 #include <zlib.h>
 
 #include <algorithm>
@@ -224,7 +224,7 @@ class Bench {
 public:
   Bench()
       : dir_("ckpt-fuzz"), model_(cpu_device(), tiny_model(), 3), sgd_(cpu_device(), model_.param_count(), {}) {
-    spdlog::set_level(spdlog::level::off);  // thousands of rejections, each logged by the loader
+    tandem::log::set_level("off");  // thousands of rejections, each logged by the loader
     CheckpointConfig cfg;
     cfg.every = 1;
     Checkpointer(cfg, dir_.path.string(), model_, sgd_).write(fuzz_state());
@@ -235,7 +235,7 @@ public:
                  static_cast<int64_t>(model_.layer_state().size())};
     expect_ = {expected_.model, expected_.params, expected_.layer_state};
   }
-  ~Bench() { spdlog::set_level(spdlog::level::info); }
+  ~Bench() { tandem::log::set_level("info"); }
 
   const std::string& good() const { return good_; }
   std::string header() const { return good_.substr(kPrefix, header_len_); }

@@ -1,6 +1,6 @@
 #include "engine/train/checkpoint/file.hpp"
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 #include <zlib.h>
 
 #include <algorithm>
@@ -562,7 +562,7 @@ std::optional<LoadedCheckpoint> load_latest_checkpoint(const std::string& dir, c
     try {
       return LoadedCheckpoint{read_checkpoint(path, expect), path};
     } catch (const CheckpointRejected& e) {
-      spdlog::warn("checkpoint rejected: {} (what to do: {}); trying the one before it", e.what_failed(), e.hint());
+      log::warn("checkpoint rejected: {} (what to do: {}); trying the one before it", e.what_failed(), e.hint());
       if (why) why->push_back(e.what_failed());
     }
   }

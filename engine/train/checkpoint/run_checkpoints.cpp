@@ -1,7 +1,6 @@
 #include "engine/core/log.hpp"
 #include "engine/train/checkpoint/run_checkpoints.hpp"
 
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -72,7 +71,7 @@ void Checkpointer::write(CheckpointState s, const std::function<void()>& midway)
   write_checkpoint(dir_, s, cfg_.keep, midway);
   last_iteration_ = s.iteration;
   last_ms_ = s.train_ms;
-  spdlog::info("checkpoint {} written (iteration {})", checkpoint_path(dir_, s.iteration), s.iteration);
+  log::info("checkpoint {} written (iteration {})", checkpoint_path(dir_, s.iteration), s.iteration);
 }
 
 void Checkpointer::check_disk() const {
@@ -124,7 +123,7 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Optimizer&
         if (path <= loaded->path) break;
         std::error_code ec;
         std::filesystem::rename(path, path + ".rejected", ec);
-        spdlog::warn("checkpoint {} set aside as {}.rejected", path, path);
+        log::warn("checkpoint {} set aside as {}.rejected", path, path);
       }
     }
     // Temporary files of writes a failure cut short.
@@ -164,7 +163,7 @@ CheckpointState resume_from(const std::string& run_dir, Model& model, Optimizer&
   model.load_layer_state(s.layer_state);
   dev.synchronize();
   if (comm.rank() == 0)
-    spdlog::info("resuming from {}: iteration {}, {} then, {} now", chosen, s.iteration, log::counted(s.world, "worker"),
+    log::info("resuming from {}: iteration {}, {} then, {} now", chosen, s.iteration, log::counted(s.world, "worker"),
                  comm.size());
   return s;
 }
@@ -173,7 +172,7 @@ std::string usable_pending_stats(const CheckpointState& s, int world) {
   if (s.pending_stats.empty()) return {};
   if (s.stats_record != static_cast<int64_t>(sizeof(WorkerStats)) ||
       s.pending_stats.size() != static_cast<size_t>(world) * sizeof(WorkerStats)) {
-    spdlog::info("the checkpoint's pending stats ({} bytes in records of {}) are not this build's for {} workers: "
+    log::info("the checkpoint's pending stats ({} bytes in records of {}) are not this build's for {} workers: "
                  "the resumed run records from its first iteration on", s.pending_stats.size(), s.stats_record, world);
     return {};
   }
@@ -181,7 +180,7 @@ std::string usable_pending_stats(const CheckpointState& s, int world) {
     WorkerStats w;
     std::memcpy(&w, s.pending_stats.data() + static_cast<size_t>(r) * sizeof w, sizeof w);
     if (!stats_record_fits(w, r, world)) {
-      spdlog::warn("the checkpoint's pending stats are left out: record {} says rank {}, group {}, sync mode {}, "
+      log::warn("the checkpoint's pending stats are left out: record {} says rank {}, group {}, sync mode {}, "
                    "valid {}, local batch {} (the file was altered); the resumed run records from its first "
                    "iteration on", r, w.rank, w.group, w.sync_mode, w.valid, w.local_batch);
       return {};

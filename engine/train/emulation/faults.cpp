@@ -1,6 +1,6 @@
 #include "engine/train/emulation/faults.hpp"
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 #include <chrono>
 #include <csignal>
@@ -16,9 +16,9 @@ FaultInjector::FaultInjector(const std::vector<FaultConfig>& faults, int rank) :
 void FaultInjector::at(int64_t iteration, const char* during) const {
   for (const FaultConfig& f : mine_) {
     if (f.iteration != iteration || f.during != during || f.kind == "nan") continue;
-    spdlog::critical("fault injection: rank {} {} itself during {} at iteration {}", rank_,
+    log::critical("fault injection: rank {} {} itself during {} at iteration {}", rank_,
                      f.kind == "kill" ? "kills (SIGKILL)" : "stops (SIGSTOP)", during, iteration);
-    spdlog::default_logger()->flush();
+    log::flush();
     // In the all-reduce: the others are already waiting in it.
     if (f.during == std::string("allreduce")) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::raise(f.kind == "kill" ? SIGKILL : SIGSTOP);

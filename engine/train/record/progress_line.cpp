@@ -1,6 +1,6 @@
 #include "engine/train/record/progress_line.hpp"
 
-#include <spdlog/fmt/fmt.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,12 @@
 #include "engine/train/record/run_recorder.hpp"
 
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include <fmt/ranges.h>
 
 #include "engine/core/log.hpp"
 #include "engine/train/record/progress_line.hpp"
@@ -84,7 +85,7 @@ void RunRecorder::iteration(int64_t t, double lr, const std::vector<WorkerStats>
 }
 
 void RunRecorder::remember(const std::vector<WorkerStats>& workers) {
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log::should_log(log::Level::debug)) {
     seen_[0] = std::move(seen_[1]);
     seen_[1].iteration = workers.empty() ? -1 : workers[0].iteration;
     seen_[1].batch.resize(workers.size());
@@ -126,13 +127,13 @@ void RunRecorder::record_policy(int64_t t, const PolicyReport& p) {
 // A plan decided, with what it was decided on: the batches and compute times the
 // policy saw (the stats of this iteration or the one before, as they were recorded).
 void RunRecorder::log_decision(int64_t t, const PolicyReport& p) const {
-  if (!spdlog::should_log(spdlog::level::debug)) return;
+  if (!log::should_log(log::Level::debug)) return;
   std::string inputs;
   for (const Seen& seen : seen_)
     if (seen.iteration == p.from_iteration && !seen.compute_ms.empty())
       inputs = fmt::format(" on iteration {}'s batches {} and compute ms [{:.2f}]", p.from_iteration,
                            Plan{seen.batch, {}}.str(), fmt::join(seen.compute_ms, ", "));
-  spdlog::debug("iteration {}: policy {} decided{}: plan {}{} from iteration {} (its call took {:.2f} ms){}{}", t,
+  log::debug("iteration {}: policy {} decided{}: plan {}{} from iteration {} (its call took {:.2f} ms){}{}", t,
                 p.policy, inputs, Plan{p.plan, {}}.str(), p.sync.empty() || p.sync == "bsp" ? "" : " " + p.sync,
                 p.applies_from, p.cost_ms, p.reason.empty() ? "" : ": ", clipped_reason(p.reason));
 }
@@ -181,10 +182,10 @@ void RunRecorder::balance() {
     b.plans = policy_.w_plans;
     policy_.w_plans = 0;
   }
-  spdlog::info("{}", balance_line(b));
-  if (!spdlog::should_log(spdlog::level::debug)) return;
+  log::info("{}", balance_line(b));
+  if (!log::should_log(log::Level::debug)) return;
   for (size_t r = 0; r < w_compute_.size(); ++r)
-    spdlog::debug("  r{}: batch {}, per iteration: data {:.2f} ms, compute {:.2f} ms, idle {:.2f} ms, comm {:.2f} ms",
+    log::debug("  r{}: batch {}, per iteration: data {:.2f} ms, compute {:.2f} ms, idle {:.2f} ms, comm {:.2f} ms",
                   r, plan_.local_batch[r], w_data_[r] / n, w_compute_[r] / n, w_idle_[r] / n, w_comm_[r] / n);
 }
 
@@ -194,10 +195,10 @@ void RunRecorder::eval(const EvalRecord& r) {
   trace_.flush();
   chrome_.flush();
   if (byte_tokens_)
-    spdlog::info("epoch {:.2f} iter {} validation loss {:.4f} ({:.3f} bits/byte) token accuracy {:.4f} (eval {:.0f} "
+    log::info("epoch {:.2f} iter {} validation loss {:.4f} ({:.3f} bits/byte) token accuracy {:.4f} (eval {:.0f} "
                  "ms)", r.epoch, r.iteration, r.test_loss, r.test_loss / std::log(2.0), r.test_accuracy, r.eval_ms);
   else
-    spdlog::info("epoch {:.2f} iter {} test loss {:.4f} test accuracy {:.4f} (eval {:.0f} ms)", r.epoch,
+    log::info("epoch {:.2f} iter {} test loss {:.4f} test accuracy {:.4f} (eval {:.0f} ms)", r.epoch,
                  r.iteration, r.test_loss, r.test_accuracy, r.eval_ms);
 }
 

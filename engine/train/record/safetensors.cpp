@@ -1,6 +1,6 @@
 #include "engine/train/record/safetensors.hpp"
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -219,7 +219,7 @@ void export_safetensors(const std::string& path, const ModelSpec& spec, const Mo
   std::string why;
   const std::string bytes = safetensors_bytes(spec, model, params, iterations, &why);
   if (bytes.empty()) {
-    spdlog::warn("{} not written: {}; params.f32 holds the parameters", path, why);
+    log::warn("{} not written: {}; params.f32 holds the parameters", path, why);
     return;
   }
   write_binary_file(path, bytes.data(), bytes.size());

@@ -1,6 +1,6 @@
 #include "engine/train/record/trace.hpp"
 
-#include <spdlog/fmt/fmt.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>

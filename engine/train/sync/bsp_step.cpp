@@ -5,7 +5,7 @@
 #include <limits>
 #include <optional>
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
@@ -207,7 +207,7 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
   } else {
     const Stretch s = p_.emulator.stretch(rank_, t, b, profile_ms(p_.machine, static_cast<double>(b)));
     if (s.clamped && !warned_clamp_) {
-      spdlog::warn("rank {} is emulated faster than this machine computes ({:.2f} ms for {} samples); it runs at "
+      log::warn("rank {} is emulated faster than this machine computes ({:.2f} ms for {} samples); it runs at "
                    "real speed (lower emulation.reference to avoid this)", rank_, s.target_ms, b);
       warned_clamp_ = true;
     }
@@ -249,7 +249,7 @@ void BspStep::skip(const Control& in, int64_t t) {
   ++p_.progress.skipped_steps;
   const bool stop = nonfinite_.skipped();
   if (rank_ == 0)
-    spdlog::warn("iteration {}: the loss or gradient of rank(s) {} is not finite (NaN or Inf): every rank skips "
+    log::warn("iteration {}: the loss or gradient of rank(s) {} is not finite (NaN or Inf): every rank skips "
                  "this step ({})", t, in.nonfinite_ranks(), nonfinite_.progress());
   if (stop)
     TANDEM_FAIL_HINT("lower the learning rate (lr=...), add warm-up (schedule.warmup_iterations=...), or check "

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 
 #include "engine/core/clock.hpp"
 #include "engine/core/device.hpp"
@@ -113,7 +113,7 @@ void ParameterServer::apply(const float* grad_sum, int64_t samples, bool ksync_m
   if (!std::all_of(grad_sum, grad_sum + count_, [](float g) { return std::isfinite(g); })) {
     ++totals_.nonfinite;
     const bool stop = nonfinite_.skipped();
-    spdlog::warn("parameter server: an update of {} samples holds a NaN or Inf: skipped ({})", samples,
+    log::warn("parameter server: an update of {} samples holds a NaN or Inf: skipped ({})", samples,
                  nonfinite_.progress());
     if (stop)
       world_.abort(nonfinite_.diverged("updates", "at the parameter server") +

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include <spdlog/spdlog.h>
+#include "engine/core/log.hpp"
 #include <cstring>
 
 #include "engine/core/clock.hpp"
@@ -169,7 +169,7 @@ SegmentResult SegmentRunner::run_local(const Plan& plan, int64_t t, int64_t iter
         // the local step is skipped.
         ++skipped;
         const bool stop = nonfinite_.skipped();
-        spdlog::warn("rank {}, iteration {} (local SGD): the loss or gradient is not finite: this local step is "
+        log::warn("rank {}, iteration {} (local SGD): the loss or gradient is not finite: this local step is "
                      "skipped ({})", rank_, it, nonfinite_.progress());
         if (stop)
           TANDEM_FAIL_HINT("lower the learning rate (lr=...) or local_steps; resume from the last checkpoint with "

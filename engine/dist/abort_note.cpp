@@ -7,15 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/host_name.hpp"
+
 namespace tandem {
 
 void note_abort(int rank, const std::string& why) {
   const char* dir = std::getenv(kAbortNoteVar);
   if (!dir || !*dir) return;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
   const std::string text =
-      nlohmann::json{{"rank", rank}, {"host", host}, {"why", why}}.dump(-1, ' ', false,
+      nlohmann::json{{"rank", rank}, {"host", host_name()}, {"why", why}}.dump(-1, ' ', false,
                                                                        nlohmann::json::error_handler_t::replace) +
       "\n";
   // A file of this rank's own: appends of several hosts to one file on a shared file

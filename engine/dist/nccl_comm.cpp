@@ -1,5 +1,6 @@
 #include "engine/dist/nccl_comm.hpp"
 
+#include "engine/core/host_name.hpp"
 #include "engine/core/log.hpp"
 #include <unistd.h>
 
@@ -29,25 +30,19 @@ namespace tandem {
 
 namespace {
 
-std::string host_name() {
-  char name[PlacementRecord::kMaxHostChars + 1] = {};
-  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "unknown-host";
-  return name;
-}
-
 }  // namespace
 
 #if TANDEM_HAVE_CUDA
 
 namespace {
 
-// Polling, as MpiComm's (comm.hpp): for the first kYieldMs the waiter yields the core
+// Polling, as MpiComm's (comm.hpp): for the first kNcclYieldMs the waiter yields the core
 // between polls, which is where a collective among ranks that all arrived ends; past
 // it the wait is for GPU work or for another rank, and the waiter sleeps, backing off
 // to about a millisecond, so a rank sharing its core with a computing one costs it
 // nothing. A millisecond is small next to an iteration of GPU work.
-constexpr double kYieldMs = 1.0;
-constexpr int kFirstSleepUs = 50, kMaxSleepUs = 1000;
+constexpr double kNcclYieldMs = 1.0;
+constexpr int kNcclFirstSleepUs = 50, kNcclMaxSleepUs = 1000;
 // ncclCommAbort is itself a wait (it joins NCCL's threads); past this the job ends
 // without it.
 constexpr double kAbortWaitMs = 10000.0;
@@ -56,17 +51,17 @@ constexpr double kAbortWaitMs = 10000.0;
 template <typename Done>
 bool poll_until(Done&& done, double deadline_ms) {
   const double start = now_ms();
-  int sleep_us = kFirstSleepUs;
+  int sleep_us = kNcclFirstSleepUs;
   for (;;) {
     if (done()) return true;
     const double now = now_ms();
     if (now > deadline_ms) return false;
-    if (now - start < kYieldMs) {
+    if (now - start < kNcclYieldMs) {
       sched_yield();
       continue;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min(sleep_us * 2, kMaxSleepUs);
+    sleep_us = std::min(sleep_us * 2, kNcclMaxSleepUs);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "engine/core/host_name.hpp"
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
@@ -108,11 +109,6 @@ std::string workers_text(int world, const std::string& comm) {
                      shm && std::string(shm) == "0" ? "MPI messages, TANDEM_SHM_ALLREDUCE=0" : "shared memory");
 }
 
-std::string host_name() {
-  char name[64] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
 
 // One worker's run: the parts it trains with, built in an order every rank keeps
 // (several steps are collectives), and the loop over them.

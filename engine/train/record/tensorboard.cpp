@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/core/host_name.hpp"
 #include "engine/core/error.hpp"
 
 namespace tandem {
@@ -49,11 +50,6 @@ void put_bytes(std::string& out, int field, const std::string& bytes) {
   out += bytes;
 }
 
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
-  return host;
-}
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -15,9 +15,9 @@ namespace tandem::cuda {
 namespace {
 
 using detail::kBlock;
-constexpr int kWarps = kBlock / 32;
-constexpr int kUnroll = 4;
-constexpr unsigned kFullMask = 0xffffffffu;
+using detail::kWarps;
+using detail::kUnroll;
+using detail::kFullMask;
 
 __global__ void __launch_bounds__(kBlock) avgpool_forward_warp(const float* __restrict__ x, size_t planes,
                                                                int spatial, float* __restrict__ y) {

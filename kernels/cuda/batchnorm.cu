@@ -22,15 +22,15 @@ namespace tandem::cuda {
 namespace {
 
 using detail::kBlock;
-constexpr int kUnroll = 4;
-constexpr size_t kValuesPerSplit = 8192;
-constexpr size_t kMaxSplits = 1024;
+using detail::kUnroll;
+constexpr size_t kBnValuesPerSplit = 8192;
+constexpr size_t kBnMaxSplits = 1024;
 
 // out[split * 2C + c] = sum of u, out[split * 2C + C + c] = sum of u * (Backward ? w : u),
 // over values [split * per_split, (split+1) * per_split) of channel c, numbered
 // e = n * spatial + i.
 template <bool Backward>
-__global__ void __launch_bounds__(kBlock) channel_sums(const float* __restrict__ u, const float* __restrict__ w,
+__global__ void __launch_bounds__(kBlock) bn_channel_sums(const float* __restrict__ u, const float* __restrict__ w,
                                                        int batch, int channels, int spatial, size_t per_split,
                                                        double* __restrict__ out) {
   __shared__ double shared[kBlock];
@@ -80,18 +80,18 @@ void launch_sums(const char* op, const float* u, const float* w, int batch, int 
   const size_t values = static_cast<size_t>(batch) * static_cast<size_t>(spatial);
   TANDEM_CHECK(values == 0 || (u && (w || !Backward)), op, ": an input is null for ", batch, " x ", channels, " x ",
                spatial);
-  size_t splits = (values + kValuesPerSplit - 1) / kValuesPerSplit;
+  size_t splits = (values + kBnValuesPerSplit - 1) / kBnValuesPerSplit;
   if (splits < 1) splits = 1;
-  if (splits > kMaxSplits) splits = kMaxSplits;
+  if (splits > kBnMaxSplits) splits = kBnMaxSplits;
   size_t per_split = (values + splits - 1) / splits;
   if (per_split > 0) splits = (values + per_split - 1) / per_split;  // none left empty by the rounding
   const dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
   if (splits == 1) {
-    channel_sums<Backward><<<grid, kBlock, 0, stream>>>(u, w, batch, channels, spatial, per_split, sums);
+    bn_channel_sums<Backward><<<grid, kBlock, 0, stream>>>(u, w, batch, channels, spatial, per_split, sums);
   } else {
     const size_t width = 2 * static_cast<size_t>(channels);
     detail::StreamScratch partials(splits * width, stream, op);
-    channel_sums<Backward><<<grid, kBlock, 0, stream>>>(u, w, batch, channels, spatial, per_split, partials.get());
+    bn_channel_sums<Backward><<<grid, kBlock, 0, stream>>>(u, w, batch, channels, spatial, per_split, partials.get());
     detail::sum_partials<double><<<detail::blocks_for(width, kBlock), kBlock, 0, stream>>>(
         partials.get(), static_cast<int>(splits), width, sums);
   }
@@ -101,7 +101,7 @@ void launch_sums(const char* op, const float* u, const float* w, int batch, int 
 template <typename Index>
 // x, xhat and y may share storage (each element is read, then written, by one
 // thread): no __restrict__ on them.
-__global__ void __launch_bounds__(kBlock) forward_kernel(const float* x, const float* __restrict__ mean,
+__global__ void __launch_bounds__(kBlock) batchnorm_forward_kernel(const float* x, const float* __restrict__ mean,
                                                          const float* __restrict__ invstd,
                                                          const float* __restrict__ gamma,
                                                          const float* __restrict__ beta, Index count, Index spatial,
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kBlock) forward_kernel(const float* x, const f
 
 template <typename Index>
 // dx may be dy or xhat (in place): no __restrict__ on the three.
-__global__ void __launch_bounds__(kBlock) backward_kernel(const float* dy, const float* xhat,
+__global__ void __launch_bounds__(kBlock) batchnorm_backward_kernel(const float* dy, const float* xhat,
                                                           const float* __restrict__ gamma,
                                                           const float* __restrict__ invstd,
                                                           const double* __restrict__ sums, double inv_count,
@@ -182,11 +182,11 @@ void batchnorm_forward(const float* x, const float* mean, const float* invstd, c
                " x ", channels, " x ", spatial);
   const unsigned blocks = detail::blocks_for(count, static_cast<size_t>(kBlock) * kUnroll);
   if (detail::fits_32bit(count))
-    forward_kernel<uint32_t><<<blocks, kBlock, 0, stream>>>(x, mean, invstd, gamma, beta, static_cast<uint32_t>(count),
+    batchnorm_forward_kernel<uint32_t><<<blocks, kBlock, 0, stream>>>(x, mean, invstd, gamma, beta, static_cast<uint32_t>(count),
                                                             static_cast<uint32_t>(spatial),
                                                             static_cast<uint32_t>(channels), xhat, y);
   else
-    forward_kernel<uint64_t><<<blocks, kBlock, 0, stream>>>(x, mean, invstd, gamma, beta, static_cast<uint64_t>(count),
+    batchnorm_forward_kernel<uint64_t><<<blocks, kBlock, 0, stream>>>(x, mean, invstd, gamma, beta, static_cast<uint64_t>(count),
                                                             static_cast<uint64_t>(spatial),
                                                             static_cast<uint64_t>(channels), xhat, y);
   TANDEM_CUDA_CHECK_LAUNCH("batchnorm_forward", batch, " x ", channels, " x ", spatial);
@@ -205,11 +205,11 @@ void batchnorm_backward(const float* dy, const float* xhat, const float* gamma, 
   const unsigned blocks = detail::blocks_for(n, static_cast<size_t>(kBlock) * kUnroll);
   const double inv_count = 1.0 / count;
   if (detail::fits_32bit(n))
-    backward_kernel<uint32_t><<<blocks, kBlock, 0, stream>>>(dy, xhat, gamma, invstd, sums, inv_count,
+    batchnorm_backward_kernel<uint32_t><<<blocks, kBlock, 0, stream>>>(dy, xhat, gamma, invstd, sums, inv_count,
                                                              static_cast<uint32_t>(n), static_cast<uint32_t>(spatial),
                                                              static_cast<uint32_t>(channels), dx);
   else
-    backward_kernel<uint64_t><<<blocks, kBlock, 0, stream>>>(dy, xhat, gamma, invstd, sums, inv_count,
+    batchnorm_backward_kernel<uint64_t><<<blocks, kBlock, 0, stream>>>(dy, xhat, gamma, invstd, sums, inv_count,
                                                              static_cast<uint64_t>(n), static_cast<uint64_t>(spatial),
                                                              static_cast<uint64_t>(channels), dx);
   TANDEM_CUDA_CHECK_LAUNCH("batchnorm_backward", batch, " x ", channels, " x ", spatial, ", count ", count);

@@ -14,7 +14,7 @@ namespace tandem::cuda {
 namespace {
 
 using detail::kBlock;
-constexpr int kUnroll = 4;
+using detail::kUnroll;
 
 // The CPU reference's std::max(v, 0.0f), NaN and -0.0 included.
 __device__ __forceinline__ float relu(float v) { return v < 0.0f ? 0.0f : v; }

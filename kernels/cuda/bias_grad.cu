@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kBlock) column_sums(const float* __restrict__ 
 // batch x spatial values. Split s covers values [s * per_split, (s+1) * per_split) of
 // the channel, numbered e = n * spatial + i.
 template <typename Out>
-__global__ void __launch_bounds__(kBlock) channel_sums(const float* __restrict__ dy, int batch, int channels,
+__global__ void __launch_bounds__(kBlock) bias_channel_sums(const float* __restrict__ dy, int batch, int channels,
                                                        int spatial, size_t per_split, Out* __restrict__ out) {
   __shared__ double shared[kBlock];
   const int c = blockIdx.x;
@@ -143,10 +143,10 @@ void channel_bias_grad(const float* dy, int batch, int channels, int spatial, fl
   const int splits = splits_for(values, kValuesPerSplit, &per_split);
   const dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
   if (splits == 1) {
-    channel_sums<float><<<grid, kBlock, 0, stream>>>(dy, batch, channels, spatial, per_split, db);
+    bias_channel_sums<float><<<grid, kBlock, 0, stream>>>(dy, batch, channels, spatial, per_split, db);
   } else {
     detail::StreamScratch partials(static_cast<size_t>(splits) * channels, stream, "channel_bias_grad");
-    channel_sums<double><<<grid, kBlock, 0, stream>>>(dy, batch, channels, spatial, per_split, partials.get());
+    bias_channel_sums<double><<<grid, kBlock, 0, stream>>>(dy, batch, channels, spatial, per_split, partials.get());
     detail::sum_partials<float><<<detail::blocks_for(static_cast<size_t>(channels), kBlock), kBlock, 0, stream>>>(
         partials.get(), splits, static_cast<size_t>(channels), db);
   }

@@ -22,8 +22,8 @@ namespace {
 
 using detail::kBlock;
 using detail::warp_sum;
-constexpr int kWarps = kBlock / 32;
-constexpr unsigned kFullMask = 0xffffffffu;
+using detail::kWarps;
+using detail::kFullMask;
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -31,7 +31,7 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-__global__ void __launch_bounds__(kBlock) forward_kernel(const float* scores, float* att, size_t rows, int seq,
+__global__ void __launch_bounds__(kBlock) causal_softmax_forward_kernel(const float* scores, float* att, size_t rows, int seq,
                                                          float scale) {
   const int lane = threadIdx.x % 32;
   const size_t row_stride = static_cast<size_t>(gridDim.x) * kWarps;
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kBlock) forward_kernel(const float* scores, fl
   }
 }
 
-__global__ void __launch_bounds__(kBlock) backward_kernel(const float* __restrict__ att, const float* datt,
+__global__ void __launch_bounds__(kBlock) causal_softmax_backward_kernel(const float* __restrict__ att, const float* datt,
                                                           float* dscores, size_t rows, int seq, float scale) {
   const int lane = threadIdx.x % 32;
   const size_t row_stride = static_cast<size_t>(gridDim.x) * kWarps;
@@ -78,7 +78,7 @@ size_t checked_rows(const char* op, const void* in, const void* out, int64_t mat
 void causal_softmax_forward(const float* scores, float* att, int64_t mats, int seq, float scale, cudaStream_t stream) {
   const size_t rows = checked_rows("causal_softmax_forward", scores, att, mats, seq);
   if (rows == 0) return;
-  forward_kernel<<<detail::blocks_for(rows, kWarps), kBlock, 0, stream>>>(scores, att, rows, seq, scale);
+  causal_softmax_forward_kernel<<<detail::blocks_for(rows, kWarps), kBlock, 0, stream>>>(scores, att, rows, seq, scale);
   TANDEM_CUDA_CHECK_LAUNCH("causal_softmax_forward", mats, " matrices of ", seq, " x ", seq, ", scale ", scale);
 }
 
@@ -87,7 +87,7 @@ void causal_softmax_backward(const float* att, const float* datt, float* dscores
   const size_t rows = checked_rows("causal_softmax_backward", datt, dscores, mats, seq);
   if (rows == 0) return;
   TANDEM_CHECK(att, "causal_softmax_backward: att is null for ", mats, " matrices of ", seq, " x ", seq);
-  backward_kernel<<<detail::blocks_for(rows, kWarps), kBlock, 0, stream>>>(att, datt, dscores, rows, seq, scale);
+  causal_softmax_backward_kernel<<<detail::blocks_for(rows, kWarps), kBlock, 0, stream>>>(att, datt, dscores, rows, seq, scale);
   TANDEM_CUDA_CHECK_LAUNCH("causal_softmax_backward", mats, " matrices of ", seq, " x ", seq, ", scale ", scale);
 }
 

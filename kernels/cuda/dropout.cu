@@ -17,7 +17,7 @@ namespace tandem::cuda {
 namespace {
 
 using detail::kBlock;
-constexpr int kUnroll = 4;
+using detail::kUnroll;
 
 // MUST stay identical to tandem::cpu::hash_uniform in kernels/cpu/dropout.hpp (a
 // copy, because kernels/cpu is plain C++ and stays free of CUDA annotations).

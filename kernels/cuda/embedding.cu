@@ -33,7 +33,7 @@ __device__ __forceinline__ int decode(float f, int vocab) {
   return (f >= 0.0f && f < static_cast<float>(vocab) && truncf(f) == f) ? static_cast<int>(f) : -1;
 }
 
-__global__ void __launch_bounds__(kRowBlock) forward_kernel(const float* __restrict__ tokens,
+__global__ void __launch_bounds__(kRowBlock) embedding_forward_kernel(const float* __restrict__ tokens,
                                                             const float* __restrict__ wte,
                                                             const float* __restrict__ wpe, int seq, int dim,
                                                             int vocab, float* __restrict__ y) {
@@ -94,7 +94,7 @@ void embedding_forward(const float* tokens, const float* wte, const float* wpe, 
   if (positions == 0 || dim == 0) return;
   TANDEM_CHECK(tokens && wte && wpe && y, "embedding_forward: a null pointer for ", batch, " x ", seq, " x ", dim);
   TANDEM_CHECK(positions <= 0x7fffffffu, "embedding_forward: ", positions, " positions are more than one grid holds");
-  forward_kernel<<<static_cast<unsigned>(positions), kRowBlock, 0, stream>>>(tokens, wte, wpe, seq, dim, vocab, y);
+  embedding_forward_kernel<<<static_cast<unsigned>(positions), kRowBlock, 0, stream>>>(tokens, wte, wpe, seq, dim, vocab, y);
   TANDEM_CUDA_CHECK_LAUNCH("embedding_forward", batch, " x ", seq, " x ", dim, ", vocab ", vocab);
 }
 

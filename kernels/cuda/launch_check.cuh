@@ -35,6 +35,10 @@ namespace tandem::cuda::detail {
 
 // Every 1-D kernel here runs blocks of this many threads (a multiple of the warp).
 constexpr int kBlock = 256;
+constexpr int kWarps = kBlock / 32;        // warps per block
+constexpr unsigned kFullMask = 0xffffffffu;  // every lane of a warp, for shuffles
+// Loads in flight per thread in an elementwise stream's grid-stride loop.
+constexpr int kUnroll = 4;
 // Grid-stride loops cover the rest: 16384 blocks of 256 threads is ~15 resident waves
 // on an H100 (132 SMs x 2048 threads), enough to keep memory busy, small enough that
 // the loop indices below never overflow 32 bits for fewer than 2^31 elements.

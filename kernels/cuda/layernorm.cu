@@ -26,13 +26,13 @@ namespace {
 
 using detail::kBlock;
 using detail::warp_sum;
-constexpr int kWarps = kBlock / 32;
-constexpr int kTileCols = 32;
-constexpr int kRowLanes = kBlock / kTileCols;
-constexpr int kRowsPerSplit = 256;
-constexpr int kMaxSplits = 1024;
+using detail::kWarps;
+constexpr int kLnTileCols = 32;
+constexpr int kLnRowLanes = kBlock / kLnTileCols;
+constexpr int kLnRowsPerSplit = 256;
+constexpr int kLnMaxSplits = 1024;
 
-__global__ void __launch_bounds__(kBlock) forward_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
+__global__ void __launch_bounds__(kBlock) layernorm_forward_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                                          const float* __restrict__ beta, int rows, int dim, float eps,
                                                          float* __restrict__ y, float* __restrict__ mean,
                                                          float* __restrict__ rstd) {
@@ -92,14 +92,14 @@ __global__ void __launch_bounds__(kBlock) param_grad_kernel(const float* __restr
                                                             const float* __restrict__ rstd, int rows, int dim,
                                                             int rows_per_split, double* __restrict__ partials,
                                                             float* __restrict__ dgamma, float* __restrict__ dbeta) {
-  __shared__ double pg[kRowLanes][kTileCols], pb[kRowLanes][kTileCols];
-  const int lane = threadIdx.x % kTileCols, row_lane = threadIdx.x / kTileCols;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileCols + lane;
+  __shared__ double pg[kLnRowLanes][kLnTileCols], pb[kLnRowLanes][kLnTileCols];
+  const int lane = threadIdx.x % kLnTileCols, row_lane = threadIdx.x / kLnTileCols;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kLnTileCols + lane;
   const size_t r0 = static_cast<size_t>(blockIdx.y) * rows_per_split;
   const size_t r1 = r0 + rows_per_split < static_cast<size_t>(rows) ? r0 + rows_per_split : static_cast<size_t>(rows);
   double sg = 0.0, sb = 0.0;
   if (c < dim)
-    for (size_t r = r0 + row_lane; r < r1; r += kRowLanes) {
+    for (size_t r = r0 + row_lane; r < r1; r += kLnRowLanes) {
       const float g = dy[r * dim + c];
       sg += static_cast<double>(g) * ((x[r * dim + c] - mean[r]) * rstd[r]);
       sb += g;
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kBlock) param_grad_kernel(const float* __restr
   pb[row_lane][lane] = sb;
   __syncthreads();
 #pragma unroll
-  for (int s = kRowLanes / 2; s > 0; s >>= 1) {
+  for (int s = kLnRowLanes / 2; s > 0; s >>= 1) {
     if (row_lane < s) {
       pg[row_lane][lane] += pg[row_lane + s][lane];
       pb[row_lane][lane] += pb[row_lane + s][lane];
@@ -133,7 +133,7 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, in
                " must be positive");
   if (rows == 0) return;
   TANDEM_CHECK(x && gamma && beta && y && mean && rstd, "layernorm_forward: a null pointer for ", rows, " x ", dim);
-  forward_kernel<<<detail::blocks_for(static_cast<size_t>(rows), kWarps), kBlock, 0, stream>>>(
+  layernorm_forward_kernel<<<detail::blocks_for(static_cast<size_t>(rows), kWarps), kBlock, 0, stream>>>(
       x, gamma, beta, rows, dim, eps, y, mean, rstd);
   TANDEM_CUDA_CHECK_LAUNCH("layernorm_forward", rows, " x ", dim, ", eps ", eps);
 }
@@ -146,12 +146,12 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
   TANDEM_CHECK(rows == 0 || (dy && x && gamma && mean && rstd && dx), "layernorm_backward: a null pointer for ",
                rows, " x ", dim);
   // No rows: one split that reads nothing and writes the empty sums (zeros).
-  int splits = (rows + kRowsPerSplit - 1) / kRowsPerSplit;
+  int splits = (rows + kLnRowsPerSplit - 1) / kLnRowsPerSplit;
   if (splits < 1) splits = 1;
-  if (splits > kMaxSplits) splits = kMaxSplits;
+  if (splits > kLnMaxSplits) splits = kLnMaxSplits;
   const int rows_per_split = rows > 0 ? (rows + splits - 1) / splits : 1;
   if (rows > 0) splits = (rows + rows_per_split - 1) / rows_per_split;  // none left empty by the rounding
-  const unsigned col_blocks = static_cast<unsigned>((dim + kTileCols - 1) / kTileCols);
+  const unsigned col_blocks = static_cast<unsigned>((dim + kLnTileCols - 1) / kLnTileCols);
   detail::StreamScratch scratch(splits > 1 ? 2 * static_cast<size_t>(splits) * dim : 0, stream, "layernorm_backward");
   param_grad_kernel<<<dim3(col_blocks, static_cast<unsigned>(splits)), kBlock, 0, stream>>>(
       dy, x, mean, rstd, rows, dim, rows_per_split, scratch.get(), dgamma, dbeta);

@@ -37,11 +37,11 @@ namespace tandem::cuda {
 namespace {
 
 using detail::kBlock;
-constexpr int kWarps = kBlock / 32;
+using detail::kWarps;
 constexpr int kShortRow = 32;       // classes up to this: a thread per row
 constexpr int kColumnsPerLane = 32;  // a warp per row holds up to 32 x 32 classes in registers
 constexpr size_t kMaxRowBlocks = 2048;
-constexpr unsigned kFullMask = 0xffffffffu;
+using detail::kFullMask;
 
 // Writes the block's loss and correct count to out[0], out[1] (adds them with
 // `accumulate`): `partials` slot blockIdx.x, or the totals when the block ran alone.

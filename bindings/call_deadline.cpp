@@ -1,19 +1,15 @@
 #include "bindings/call_deadline.hpp"
 
-#include <cmath>
-
 namespace tandem {
 
 namespace {
-thread_local double t_deadline_ms = HUGE_VAL;
+thread_local CallDeadline* t_deadline = nullptr;
 }  // namespace
 
-double call_deadline_ms() { return t_deadline_ms; }
+bool call_deadline_passed(double now) { return t_deadline != nullptr && t_deadline->check(now) != CallDeadline::none; }
 
-CallDeadlineScope::CallDeadlineScope(double deadline_ms) : enclosing_ms_(t_deadline_ms) {
-  t_deadline_ms = deadline_ms;
-}
+CallDeadlineScope::CallDeadlineScope(CallDeadline* deadline) : enclosing_(t_deadline) { t_deadline = deadline; }
 
-CallDeadlineScope::~CallDeadlineScope() { t_deadline_ms = enclosing_ms_; }
+CallDeadlineScope::~CallDeadlineScope() { t_deadline = enclosing_; }
 
 }  // namespace tandem

@@ -3,25 +3,48 @@
 // that call can reach and that may run long (lp_solve's solve): a budget's count hook
 // cannot interrupt C code, so such a function stops at this deadline by itself.
 //
-// It lives here, not with the budget (engine/script/budget.hpp), so that the bindings
-// need nothing of the script host: the host sets the deadline, the bindings read it.
-// One slot per thread: a thread runs one budgeted call at a time (a call that starts
-// inside another restores the outer deadline when it ends).
+// A deadline is the budget's (engine/script/budget.hpp): CPU time of this thread,
+// which a slow or loaded machine does not use up (DESIGN.md habit 13), and a
+// wall-clock backstop of seconds for a thread that gets almost no CPU at all.
+//
+// It lives here, not with the budget, so that the bindings need nothing of the script
+// host: the host sets the deadline, the bindings test it. One slot per thread: a
+// thread runs one budgeted call at a time (a call that starts inside another restores
+// the outer deadline when it ends).
+#include <cmath>
+
+#include "engine/core/clock.hpp"
+
 namespace tandem {
 
-// now_ms()'s clock; +inf outside a budgeted call.
-double call_deadline_ms();
+struct CallDeadline {
+  ThreadCpuDeadline cpu;       // the budget: this thread's CPU time
+  double wall_ms = HUGE_VAL;   // the backstop, on now_ms()'s clock
 
-// Publishes deadline_ms as this thread's call deadline for the scope's lifetime.
+  enum Passed { none, cpu_time, wall_time };
+  // Which limit has passed at `now` (now_ms()); the CPU clock is read only when it
+  // may have.
+  Passed check(double now) {
+    if (cpu.passed(now)) return cpu_time;
+    return now > wall_ms ? wall_time : none;
+  }
+  Passed check() { return check(now_ms()); }
+};
+
+// Whether this thread's call deadline has passed at `now` (now_ms()); false outside
+// a budgeted call.
+bool call_deadline_passed(double now);
+
+// Publishes *deadline as this thread's call deadline for the scope's lifetime.
 class CallDeadlineScope {
 public:
-  explicit CallDeadlineScope(double deadline_ms);
+  explicit CallDeadlineScope(CallDeadline* deadline);
   ~CallDeadlineScope();
   CallDeadlineScope(const CallDeadlineScope&) = delete;
   CallDeadlineScope& operator=(const CallDeadlineScope&) = delete;
 
 private:
-  double enclosing_ms_;
+  CallDeadline* enclosing_;
 };
 
 }  // namespace tandem

@@ -16,12 +16,16 @@
 //    be switched on before the first solve; later rows go in column mode (slower).
 //  - lp_solve crashes on a row or objective that names a column twice, so repeated
 //    columns are merged here (coefficients summed), as in x + x = 2x.
-//  - set_timeout takes whole seconds. The time limit is enforced instead through
-//    put_abortfunc: lp_solve calls the abort function every simplex iteration and B&B
-//    node (some 3 million times a second on a knapsack), so even 0.5 ms is kept to
-//    within tens of microseconds. An abort with an incumbent comes back from lp_solve
-//    as SUBOPTIMAL (status 'suboptimal', values given), without one as USERABORT
-//    (status 'timeout').
+//  - set_timeout takes whole seconds of the wall clock. The time limit is enforced
+//    instead through put_abortfunc, in CPU time of the solving thread (like a policy's
+//    budget, DESIGN.md habit 13: a loaded machine does not time a solve out): lp_solve
+//    calls the abort function every simplex iteration and B&B node (some 3 million
+//    times a second on a knapsack), so even 0.5 ms is kept to within tens of
+//    microseconds; the CPU clock, a system call, is read only once enough wall time
+//    has passed for the limit to be reached (ThreadCpuDeadline). Inside a budgeted
+//    call the budget's deadline (call_deadline.hpp) stops the solve too. An abort with
+//    an incumbent comes back from lp_solve as SUBOPTIMAL (status 'suboptimal', values
+//    given), without one as USERABORT (status 'timeout').
 //  - After a solve that was cut short (time limit, lp_solve failure) the model goes on
 //    as a copy_lp copy: re-solving an lprec aborted early crashes lp_solve (renew()).
 //  - lp_solve reports OPTIMAL with an objective of 1e30 when a variable that is in no
@@ -35,7 +39,8 @@
 //   m:constraint(cols, coefs, op, rhs [, name]) -> row index   (op: '<=', '>=', '==', '=')
 //   m:objective(cols, coefs [, 'min'|'max'])
 //   m:solve{time_limit_s = 10} -> {status, ok, message, code, objective?, values?,
-//                                  iterations, nodes, ms}
+//                                  iterations, nodes, ms, cpu_ms}
+//     (time_limit_s: seconds of CPU; ms: the solve's wall time, cpu_ms: its CPU time)
 //   m:var_count(), m:constraint_count(), m:set_bounds(col, lo, hi), m:set_int(col, bool),
 //   m:set_rhs(row, value), m:set_coef(row, col, value), m:write_lp() -> string, m:free()
 #include "bindings/lpsolve.hpp"
@@ -68,8 +73,9 @@ struct Model {
   // All zero between calls.
   int* slot;
   int slot_cap;
-  // The abort function's view of the current solve.
-  double deadline;  // CLOCK_MONOTONIC seconds; +inf for no limit
+  // The abort function's view of the current solve: its time limit (on the solve's
+  // stack, null between solves).
+  tandem::ThreadCpuDeadline* limit;
   int timed_out;
   // The last solve was cut short: the lprec must be replaced by a copy before any other
   // use (see renew()).
@@ -80,15 +86,11 @@ struct Model {
   bool text_failed;
 };
 
-double monotonic_s() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 int __WINAPI abort_when_due(lprec*, void* handle) {
   Model* m = static_cast<Model*>(handle);
-  if (monotonic_s() < m->deadline) return FALSE;
+  if (m->limit == nullptr) return FALSE;
+  const double now = tandem::now_ms();
+  if (!m->limit->passed(now) && !tandem::call_deadline_passed(now)) return FALSE;
   m->timed_out = 1;
   return TRUE;
 }
@@ -299,7 +301,6 @@ int l_model_new(lua_State* L) {
   if (m->lp == nullptr) return luaL_error(L, "lpsolve.model: lp_solve could not create a model (out of memory)");
   prepare(m->lp, m);
   set_minim(m->lp);
-  m->deadline = HUGE_VAL;
   return 1;
 }
 
@@ -492,15 +493,18 @@ int l_solve(lua_State* L) {
   // mode, which set_add_rowmode then refuses, and the simplex runs on the row-ordered
   // matrix and corrupts the heap.
   leave_row_mode(m);
-  const double start = monotonic_s();
+  const double start = tandem::now_ms();
   // Inside a budgeted call (a policy's, a console command's), its budget bounds the
-  // solve too (monotonic clock = now_ms()'s).
-  m->deadline = std::fmin(start + limit, tandem::call_deadline_ms() / 1e3);  // +inf stays +inf
+  // solve too (abort_when_due). Trivially destructible: nothing is left to a
+  // destructor if a Lua error is raised below.
+  tandem::ThreadCpuDeadline cpu_limit(std::isinf(limit) ? HUGE_VAL : 1e3 * limit);
+  m->limit = &cpu_limit;
   m->timed_out = 0;
   const int columns = get_Ncolumns(m->lp);
   const int code = columns > 0 ? ::solve(m->lp) : solve_empty(m->lp);
-  const double ms = 1e3 * (monotonic_s() - start);
-  m->deadline = HUGE_VAL;
+  const double ms = tandem::now_ms() - start;
+  const double cpu_ms = cpu_limit.used_ms();
+  m->limit = nullptr;
   m->stale = m->timed_out || !(code == OPTIMAL || code == SUBOPTIMAL || code == INFEASIBLE || code == UNBOUNDED);
   Outcome outcome = classify(m, code);
   // lp_solve settles a column that is in no constraint at its bound outside the simplex,
@@ -511,13 +515,16 @@ int l_solve(lua_State* L) {
                "the model is unbounded: a variable in no constraint improves the objective without limit"};
   }
 
-  lua_createtable(L, 0, 10);
+  lua_createtable(L, 0, 11);
   lua_pushstring(L, outcome.status);
   lua_setfield(L, -2, "status");
   lua_pushboolean(L, outcome.ok);
   lua_setfield(L, -2, "ok");
-  if (m->timed_out) {
-    lua_pushfstring(L, "%s (time limit %f s; lp_solve: %s)", outcome.text, limit, get_statustext(m->lp, code));
+  if (m->timed_out && cpu_ms >= 1e3 * limit) {
+    lua_pushfstring(L, "%s (time limit %f s of CPU; lp_solve: %s)", outcome.text, limit, get_statustext(m->lp, code));
+  } else if (m->timed_out) {
+    lua_pushfstring(L, "%s (stopped at the time budget of the calling policy or command, under its time limit %f s "
+                       "of CPU; lp_solve: %s)", outcome.text, limit, get_statustext(m->lp, code));
   } else {
     lua_pushfstring(L, "%s (lp_solve: %s)", outcome.text, get_statustext(m->lp, code));
   }
@@ -530,6 +537,8 @@ int l_solve(lua_State* L) {
   lua_setfield(L, -2, "nodes");
   lua_pushnumber(L, ms);
   lua_setfield(L, -2, "ms");
+  lua_pushnumber(L, cpu_ms);
+  lua_setfield(L, -2, "cpu_ms");
   if (outcome.ok) {
     REAL* values = nullptr;
     if (columns > 0 && (!get_ptr_variables(m->lp, &values) || values == nullptr)) {

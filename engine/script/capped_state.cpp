@@ -104,7 +104,8 @@ void CappedState::collect_if_crowded() {
   alloc_->refused = false;
 }
 
-void CappedState::call(int nargs, int nresults, const std::string& what, double budget_ms) {
+void CappedState::call(int nargs, int nresults, const std::string& what, double budget_ms,
+                       const char* budget_source) {
   struct Uncap {
     bool& enforce;
     ~Uncap() { enforce = false; }
@@ -114,9 +115,10 @@ void CappedState::call(int nargs, int nresults, const std::string& what, double 
   lua_pushcclosure(L_, enter_capped, 1);
   lua_insert(L_, -(nargs + 2));  // below the function and its arguments
   alloc_->refused = false;
-  char interrupted[160];
-  std::snprintf(interrupted, sizeof interrupted, "interrupted: %s ran past its time budget of %.1f ms (policy.budget_ms)",
-                owner_.c_str(), budget_ms);
+  char interrupted[400];
+  std::snprintf(interrupted, sizeof interrupted,
+                "interrupted: %s ran past its time budget of %.1f ms of CPU (%s)", owner_.c_str(), budget_ms,
+                budget_source);
   const std::string interrupted_text = interrupted;
   const double start = now_ms();
   CallBudget budget(L_, budget_ms, interrupted_text);
@@ -124,6 +126,7 @@ void CappedState::call(int nargs, int nresults, const std::string& what, double 
     protected_call(L_, nargs + 1, nresults, what);
   } catch (const std::exception& e) {
     last_call_ms_ = now_ms() - start;
+    last_call_cpu_ms_ = budget.cpu_used_ms();
     const ScriptFailure::Kind kind = budget.expired() ? ScriptFailure::Timeout
                                      : alloc_->refused  ? ScriptFailure::Memory
                                                         : ScriptFailure::Error;
@@ -136,6 +139,7 @@ void CappedState::call(int nargs, int nresults, const std::string& what, double 
     throw ScriptFailure(kind, message);
   }
   last_call_ms_ = now_ms() - start;
+  last_call_cpu_ms_ = budget.cpu_used_ms();
   collect_if_crowded();
 }
 

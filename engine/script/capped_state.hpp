@@ -6,7 +6,7 @@
 //    enough memory" in the call that asked, which fails like any error. The cap
 //    holds inside call(); the host's own few pushes around a call run uncapped,
 //    where a refusal would be an unprotected error;
-//  - time: LuaJIT calls no hooks inside JIT-compiled traces, so the JIT is off and
+//  - time: a budget of CPU time with a wall-clock backstop (budget.hpp). LuaJIT calls no hooks inside JIT-compiled traces, so the JIT is off and
 //    the whitelist keeps jit, debug.sethook and ffi out of reach.
 // What neither can stop (a C function that never returns, a crash of the VM on
 // crafted input) is the policy worker process's job (policy_process.hpp).
@@ -48,10 +48,13 @@ public:
 
   lua_State* get() const { return L_; }
   // Runs the function below its nargs arguments under the cap and a budget of
-  // budget_ms, like protected_call; a failure throws ScriptFailure with its kind
-  // (Timeout: the budget; Memory: the cap; else Error) and the Lua traceback.
-  void call(int nargs, int nresults, const std::string& what, double budget_ms);
-  double last_call_ms() const { return last_call_ms_; }
+  // budget_ms of CPU (budget.hpp), like protected_call; a failure throws ScriptFailure
+  // with its kind (Timeout: the budget; Memory: the cap; else Error) and the Lua
+  // traceback. budget_source names where the budget comes from, for the message.
+  void call(int nargs, int nresults, const std::string& what, double budget_ms,
+            const char* budget_source = "policy.budget_ms");
+  double last_call_ms() const { return last_call_ms_; }          // wall time
+  double last_call_cpu_ms() const { return last_call_cpu_ms_; }  // CPU time (the budget's)
   double memory_mb() const;  // what the state holds now
   double cap_mb() const { return cap_mb_; }
 
@@ -62,7 +65,7 @@ private:
   lua_State* L_ = nullptr;
   double cap_mb_;
   std::string owner_;
-  double last_call_ms_ = 0.0;
+  double last_call_ms_ = 0.0, last_call_cpu_ms_ = 0.0;
 };
 
 }  // namespace tandem

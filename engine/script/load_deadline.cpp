@@ -85,13 +85,14 @@ void LoadDeadline::run(int nargs, int nresults, const std::string& doing) {
     protected_call(L_, nargs, nresults, doing);
   } catch (const LuaError& e) {
     const bool expired = budget_ && budget_->expired();
+    const std::string measured = expired ? budget_->detail() : "";
     budget_.reset();
     if (!expired) throw;
     const std::string at = innermost_lua_frame(e.traceback());
-    throw LuaError(doing, at.empty() ? message_ : message_ + " (it was at " + at + ")", at,
+    throw LuaError(doing, (at.empty() ? message_ : message_ + " (it was at " + at + ")") + ": " + measured, at,
                    fmt::format("look for a loop that never ends in {} (the traceback below shows where it was); "
                                "building an experiment table or a model's layers takes milliseconds. If it "
-                               "really needs longer, set TANDEM_LOAD_TIMEOUT_S=SECONDS (now {:g})",
+                               "really needs longer, set TANDEM_LOAD_TIMEOUT_S=SECONDS of CPU (now {:g})",
                                file_, seconds_),
                    e.traceback());
   }

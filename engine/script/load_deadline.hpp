@@ -2,7 +2,9 @@
 // Experiment and model files are the user's Lua, run when an experiment loads,
 // before anything prints: a loop that never ends in one used to hang `tandem run`
 // with no output at all. Both now run under a deadline, the CallBudget of a policy
-// call (budget.hpp), of load_timeout_s() seconds.
+// call (budget.hpp), of load_timeout_s() seconds of CPU time (with the budget's
+// wall-clock backstop, ten times that plus 5 s), so a loaded machine does not fail
+// a file that loads.
 //
 // The experiment file's chunk is called from C++ (LoadDeadline::call). The model
 // file runs inside tandem.experiment.resolve(), between other checks, so the Lua
@@ -23,8 +25,8 @@ struct lua_State;
 
 namespace tandem {
 
-// Seconds an experiment or model file may run while loading: TANDEM_LOAD_TIMEOUT_S
-// when set to a positive number, else 10. Building a model is a table of layers: it
+// Seconds of CPU an experiment or model file may run while loading:
+// TANDEM_LOAD_TIMEOUT_S when set to a positive number, else 10. Building a model is a table of layers: it
 // takes milliseconds.
 double load_timeout_s();
 

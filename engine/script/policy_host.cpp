@@ -17,10 +17,14 @@ namespace {
 
 // How long collect() waits for a decision before it gives up on the policy thread.
 // The thread bounds every call itself (PolicyProcess kills a worker past its
-// deadline), so this is only a backstop: a swap makes up to six requests (load,
-// init, save, restore, history, dry run), and a restart after a failure starts a
-// worker before the next decision.
-double hard_limit_ms(double budget_ms) { return 8.0 * PolicyProcess::deadline_ms(budget_ms) + 10000.0; }
+// deadlines), so this is only a backstop, on the wall clock with minutes of margin:
+// a swap makes several requests (load, init, restore, with the setup's budget; save,
+// the history and the dry run with a decision's), and a restart after a failure
+// starts a worker before the next decision.
+double hard_limit_ms(const PolicyLimits& limits) {
+  return 4.0 * PolicyProcess::wall_deadline_ms(limits.setup_budget_ms()) +
+         8.0 * PolicyProcess::wall_deadline_ms(limits.budget_ms);
+}
 
 std::string describe_device(const ExperimentConfig& cfg, int r) {
   if (!cfg.emulation.enabled) return "cpu";
@@ -122,9 +126,10 @@ PolicyHost::PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster)
   }
   name_ = worker_->name();
   file_changed();  // records the file's current version
-  log::info("policy {} ({}): budget {:g} ms and {:g} MB a call, {:.1f} MB after init; in worker process {} "
-               "({}){}", name_, cfg_.file, limits_.budget_ms, limits_.memory_mb, worker_->memory_mb(),
-               worker_->pid(), worker_->confinement(), cfg_.watch ? "; reloaded when the file changes" : "");
+  log::info("policy {} ({}): budget {:g} ms of CPU ({:g} ms to load and init) and {:g} MB a call, {:.1f} MB after "
+            "init; in worker process {} ({}){}", name_, cfg_.file, limits_.budget_ms, limits_.setup_budget_ms(),
+            limits_.memory_mb, worker_->memory_mb(), worker_->pid(), worker_->confinement(),
+            cfg_.watch ? "; reloaded when the file changes" : "");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -283,7 +288,7 @@ std::optional<Plan> PolicyHost::collect(PolicyReport& report) {
     return std::nullopt;
   }
   if (!in_flight_) return std::nullopt;  // nothing asked yet (the first iterations)
-  const double wait_until = wait_for_answers_ ? started_ms_ + hard_limit_ms(limits_.budget_ms)
+  const double wait_until = wait_for_answers_ ? started_ms_ + hard_limit_ms(limits_)
                                               : started_ms_ + limits_.budget_ms + kCollectGraceMs;
   while (!has_result_) {
     const double left = wait_until - now_ms();
@@ -305,19 +310,21 @@ std::optional<Plan> PolicyHost::collect(PolicyReport& report) {
 // thread itself kills a worker past its deadline, so this means the thread is stuck)
 // abandons the policy.
 std::optional<Plan> PolicyHost::late(PolicyReport& report) {
-  if (now_ms() < started_ms_ + hard_limit_ms(limits_.budget_ms)) {
+  if (now_ms() < started_ms_ + hard_limit_ms(limits_)) {
     if (!late_reported_) {
       late_reported_ = true;
       report.event = "late";
-      report.reason = fmt::format("policy {} is still deciding on iteration {}'s stats past its budget of {:g} ms: "
-                                  "training goes on with the plan in force, the answer is taken when it comes",
-                                  name_, job_iteration_, limits_.budget_ms);
+      report.reason = fmt::format("policy {} is still deciding on iteration {}'s stats after {:.0f} ms (training "
+                                  "waits at most its budget, {:g} ms, + {:g} ms): training goes on with the plan in "
+                                  "force, the answer is taken when it comes",
+                                  name_, job_iteration_, now_ms() - started_ms_, limits_.budget_ms, kCollectGraceMs);
     }
     return std::nullopt;
   }
   hung_ = true;
   report.event = "hung";
-  report.reason = fmt::format("a call of policy {} has not returned {:.0f} ms after it started (budget {:g} ms): "
+  report.reason = fmt::format("a call of policy {} has not returned {:.0f} ms after it started (budget {:g} ms of "
+                              "CPU; every request to its worker has a deadline, so the policy thread is stuck): "
                               "abandoned; training goes on with the last good plan", name_, now_ms() - started_ms_,
                               limits_.budget_ms);
   totals_.disabled = true;

@@ -6,9 +6,11 @@
 //  - every answer is validated (one integer per worker, each within [min, max] of
 //    that worker, summing to the global batch); an invalid plan is rejected with
 //    its reason and the plan in force stays;
-//  - a call that raises, runs past its time budget or its memory cap counts as a
-//    failure; so does a worker that crashes or does not answer by its deadline (it
-//    is killed). A dead worker is replaced by a fresh one (loaded, initialised, given
+//  - a call that raises, runs past its time budget (CPU time) or its memory cap
+//    counts as a failure; so does a worker that crashes or does not answer by its
+//    deadline (judged by the CPU time it got, with a wall-clock backstop of seconds:
+//    policy_process.hpp; it is killed). A call still running when training stops
+//    waiting for it is late, not failed. A dead worker is replaced by a fresh one (loaded, initialised, given
 //    the stats history) at the next decision. After policy.max_failures in a row the
 //    policy is dropped, the last good plan stays, and the log says so;
 //  - hot swap: when the policy file changes (policy.watch) or swap() is called, the

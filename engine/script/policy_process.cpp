@@ -1,6 +1,7 @@
 #include "engine/script/policy_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -10,12 +11,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "engine/core/clock.hpp"
+#include "engine/script/budget.hpp"
 
 extern char** environ;
 
@@ -24,8 +28,42 @@ namespace tandem {
 namespace {
 
 // Time for a worker to start (exec, the dynamic linker, a Lua state): on top of the
-// first request's deadline; a loaded machine can take a second or more.
+// first request's wall-clock deadline; a loaded machine can take a second or more.
 constexpr double kStartGraceMs = 3000.0;
+// On top of the budget's wall-clock backstop (budget.hpp), which the worker applies
+// itself: its own interruption, and the round trip, come before the host's verdict.
+constexpr double kReplyGraceMs = 2000.0;
+
+// Waits until fd is readable (or closed, or in error: the read then says which) or
+// deadline_ms passes; false on the deadline.
+bool wait_readable(int fd, double deadline_ms) {
+  for (;;) {
+    const double left = deadline_ms - now_ms();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::ceil(std::min(left, 1e9))));
+    if (n > 0 || (n < 0 && errno != EINTR)) return true;
+  }
+}
+
+// A process's CPU time from /proc/PID/stat (utime + stime, in clock ticks), where
+// its CPU clock cannot be read; NaN when the process is gone.
+double proc_stat_cpu_ms(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return NAN;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* at = std::strrchr(buf, ')');  // the command's name may hold spaces and ')'
+  unsigned long long utime = 0, stime = 0;
+  // After the name: state, then fields 4..13, then utime (14) and stime (15).
+  if (!at || std::sscanf(at + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+    return NAN;
+  return 1e3 * static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 std::string describe_status(int status) {
   if (WIFSIGNALED(status)) {
@@ -61,7 +99,15 @@ std::string policy_worker_path() {
 
 // Validation bounds policy.budget_ms; the clamp keeps a deadline finite whatever
 // reaches here.
-double PolicyProcess::deadline_ms(double budget_ms) { return 2.0 * std::min(budget_ms, 3.6e6) + 100.0; }
+double PolicyProcess::cpu_deadline_ms(double budget_ms) { return 2.0 * std::min(budget_ms, 3.6e6) + 100.0; }
+double PolicyProcess::wall_deadline_ms(double budget_ms) {
+  return wall_backstop_ms(std::min(budget_ms, 3.6e6)) + kReplyGraceMs;
+}
+
+double PolicyProcess::worker_cpu_ms() const {
+  const double ms = has_cpu_clock_ ? cpu_clock_ms(cpu_clock_) : NAN;
+  return std::isnan(ms) ? proc_stat_cpu_ms(pid_) : ms;
+}
 
 PolicyProcess::PolicyProcess(const std::string& path, const PolicyLimits& limits) : path_(path), limits_(limits) {
   int sv[2];
@@ -95,12 +141,13 @@ PolicyProcess::PolicyProcess(const std::string& path, const PolicyLimits& limits
                                                   "TANDEM_POLICY_WORKER to its path");
   }
   pid_ = pid;
+  has_cpu_clock_ = ::clock_getcpuclockid(pid_, &cpu_clock_) == 0;
   WireWriter w;
   w.put_string(path);
   w.put<double>(limits.budget_ms);
   w.put<double>(limits.memory_mb);
   try {
-    const std::string body = request(PolicyOp::load, w.bytes(), "loading", kStartGraceMs);
+    const std::string body = request(PolicyOp::load, w.bytes(), "loading", limits.setup_budget_ms(), kStartGraceMs);
     WireReader r(body);
     name_ = r.get_string("load.name");
     confinement_ = r.get_string("load.confinement");
@@ -129,16 +176,28 @@ void PolicyProcess::end() {
   stats_fd_ = -1;
 }
 
-void PolicyProcess::died(const char* what, bool timed_out, double waited_ms) {
+void PolicyProcess::hung(const char* what, double budget_ms, double limit_ms, double waited_ms, double cpu_ms,
+                         bool on_cpu) {
+  end();
+  char why[600];
+  if (on_cpu)
+    std::snprintf(why, sizeof why,
+                  "it used %.0f ms of CPU without answering (the deadline: %.0f ms of CPU, twice its budget of %.0f "
+                  "ms + 100 ms), in %.0f ms on the clock; stuck where its budget cannot reach, in C code or an "
+                  "error handler",
+                  cpu_ms, limit_ms, budget_ms, waited_ms);
+  else
+    std::snprintf(why, sizeof why,
+                  "no answer in %.0f ms on the clock (the backstop: %.0f ms, for a budget of %.0f ms of CPU), in "
+                  "which it got only %.0f ms of CPU: the process was stopped or starved, or the machine is "
+                  "overloaded",
+                  waited_ms, limit_ms, budget_ms, cpu_ms);
+  throw PolicyFailure(PolicyFailure::Hung, "policy " + path_ + " did not finish " + what + " within its deadline: " +
+                                               why + "; its worker process was killed");
+}
+
+void PolicyProcess::died(const char* what) {
   std::string cause;
-  if (timed_out) {
-    end();
-    throw PolicyFailure(PolicyFailure::Hung,
-                        "policy " + path_ + " did not finish " + what + " within " + std::to_string(int(waited_ms)) +
-                            " ms (budget " + std::to_string(int(limits_.budget_ms)) +
-                            " ms; stuck where its budget cannot reach, in C code or an error handler): its worker "
-                            "process was killed");
-  }
   // The socket closed: the worker is exiting, or closed it and lingers. Give it a
   // moment to be reaped with its own cause, then make sure.
   int status = 0;
@@ -156,17 +215,36 @@ void PolicyProcess::died(const char* what, bool timed_out, double waited_ms) {
                                                 "; a fresh one is started when the policy is next called");
 }
 
-std::string PolicyProcess::request(PolicyOp op, const std::string& payload, const char* what, double extra_ms) {
+// Waits for the reply until the worker has used its CPU deadline on the call, or
+// the wall-clock deadline has passed. The worker runs one thread (its seccomp filter
+// refuses new ones), so it cannot use more CPU time than passes on the clock: its
+// CPU clock needs reading only once cpu_limit of wall time has passed, and again no
+// sooner than the CPU it has left.
+std::string PolicyProcess::request(PolicyOp op, const std::string& payload, const char* what, double budget_ms,
+                                   double extra_ms) {
   if (!alive())
     throw PolicyFailure(PolicyFailure::Crash, "the worker process of policy " + path_ + " is gone");
   std::string frame(1, static_cast<char>(op));
   frame += payload;
   const double start = now_ms();
-  if (!send_frame(fd_, frame)) died(what, false, 0.0);
+  const double cpu_start = worker_cpu_ms();
+  if (!send_frame(fd_, frame)) died(what);
+  const double cpu_limit = cpu_deadline_ms(budget_ms), wall_limit = wall_deadline_ms(budget_ms) + extra_ms;
+  const double wall_deadline = start + wall_limit;
+  double look = start + cpu_limit;
+  while (!wait_readable(fd_, std::min(look, wall_deadline))) {
+    const double now = now_ms();
+    const double used = worker_cpu_ms() - cpu_start;
+    if (used >= cpu_limit) hung(what, budget_ms, cpu_limit, now - start, used, true);
+    if (now >= wall_deadline) hung(what, budget_ms, wall_limit, now - start, used, false);
+    look = std::isnan(used) ? wall_deadline : now + std::max(cpu_limit - used, 1.0);
+  }
   std::string reply;
   bool timed_out = false;
-  const double deadline = start + deadline_ms(limits_.budget_ms) + extra_ms;
-  if (!recv_frame(fd_, reply, deadline, &timed_out)) died(what, timed_out, now_ms() - start);
+  if (!recv_frame(fd_, reply, wall_deadline, &timed_out)) {
+    if (timed_out) hung(what, budget_ms, wall_limit, now_ms() - start, worker_cpu_ms() - cpu_start, false);
+    died(what);
+  }
   round_trip_ms_ = now_ms() - start;
   WireReader r(reply);
   const bool ok = r.get<uint8_t>("reply.ok") != 0;
@@ -232,7 +310,7 @@ void PolicyProcess::open_stats_region() {
 void PolicyProcess::init(const PolicyCluster& cluster) {
   WireWriter w;
   put_cluster(w, cluster);
-  const std::string body = request(PolicyOp::init, w.bytes(), "init(cluster)", 0.0);
+  const std::string body = request(PolicyOp::init, w.bytes(), "init(cluster)", limits_.setup_budget_ms());
   WireReader r(body);
   params_in_force_ = r.get_string("init.params_in_force");
 }
@@ -240,7 +318,7 @@ void PolicyProcess::init(const PolicyCluster& cluster) {
 PolicyAnswer PolicyProcess::step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
                                  const ClusterStats& cluster) {
   const std::string body = request(PolicyOp::step, stats_payload(iteration, global_batch, stats, cluster),
-                                   "step(stats)", 0.0);
+                                   "step(stats)", limits_.budget_ms);
   WireReader r(body);
   PolicyAnswer a = get_answer(r);
   r.expect_end("answer");
@@ -249,11 +327,12 @@ PolicyAnswer PolicyProcess::step(int64_t iteration, int64_t global_batch, const 
 
 void PolicyProcess::observe(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
                             const ClusterStats& cluster) {
-  request(PolicyOp::observe, stats_payload(iteration, global_batch, stats, cluster), "recording stats", 0.0);
+  request(PolicyOp::observe, stats_payload(iteration, global_batch, stats, cluster), "recording stats",
+          limits_.budget_ms);
 }
 
 std::string PolicyProcess::save_literal() {
-  const std::string body = request(PolicyOp::save, "", "save()", 0.0);
+  const std::string body = request(PolicyOp::save, "", "save()", limits_.budget_ms);
   WireReader r(body);
   return r.get_string("save.state");
 }
@@ -261,7 +340,7 @@ std::string PolicyProcess::save_literal() {
 bool PolicyProcess::restore_literal(const std::string& literal) {
   WireWriter w;
   w.put_string(literal);
-  const std::string body = request(PolicyOp::restore, w.bytes(), "restore(state)", 0.0);
+  const std::string body = request(PolicyOp::restore, w.bytes(), "restore(state)", limits_.setup_budget_ms());
   WireReader r(body);
   return r.get<uint8_t>("restore.done") != 0;
 }

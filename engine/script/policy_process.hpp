@@ -3,8 +3,17 @@
 // other): policy code never shares an address space with training.
 //
 // The same calls as a PolicySandbox, each a request to the worker answered within
-// the call's deadline: the policy's budget plus a grace for the round trip. Past it
-// the worker is killed (SIGKILL) and the call fails as Hung; a worker that dies
+// the call's deadline, judged as the budget is (budget.hpp; DESIGN.md habit 13) by
+// the CPU time the worker got, not by the wall clock alone:
+//  - cpu_deadline_ms: the worker has used twice the call's budget of CPU, plus
+//    100 ms, without answering: it is stuck where its budget's hook cannot reach (C
+//    code, an error handler that loops);
+//  - wall_deadline_ms: no answer in the budget's wall-clock backstop plus a grace of
+//    seconds, however little CPU it used: the process is stopped or starved.
+// The worker's CPU clock (clock_getcpuclockid) is read only once enough wall time has
+// passed for it to have reached the CPU deadline, so an answer in time costs no extra
+// system call. Past either deadline the worker is killed (SIGKILL) and the call fails
+// as Hung, the message giving the CPU and the wall time; a worker that dies
 // (a VM crash on crafted bytecode, a C stack overflow, the address-space limit)
 // fails the call as Crash, with the signal or exit status. Either way the process
 // is gone (alive() is false) and the host starts a fresh one when it wants the
@@ -19,6 +28,7 @@
 // The worker binary is tandem-policy-worker: $TANDEM_POLICY_WORKER, else beside the
 // running executable, else the one this build made.
 #include <sys/types.h>
+#include <time.h>
 
 #include <string>
 
@@ -57,14 +67,23 @@ public:
   double memory_mb() const { return memory_mb_; }
   pid_t pid() const { return pid_; }
 
-  // How long a call may take before the worker is killed.
-  static double deadline_ms(double budget_ms);
+  // A call with a budget of budget_ms of CPU (PolicyLimits: the decision's or the
+  // setup's) is killed past either: the CPU time the worker used on it, or the wall
+  // time it took.
+  static double cpu_deadline_ms(double budget_ms);
+  static double wall_deadline_ms(double budget_ms);
 
 private:
-  // Sends op with its payload and returns the reply's body, waiting at most
-  // deadline_ms(budget) + extra_ms; throws PolicyFailure.
-  std::string request(PolicyOp op, const std::string& payload, const char* what, double extra_ms);
-  [[noreturn]] void died(const char* what, bool timed_out, double waited_ms);
+  // Sends op with its payload and returns the reply's body, waiting up to the
+  // deadlines of a call with a budget of budget_ms (plus extra_ms on the clock);
+  // throws PolicyFailure.
+  std::string request(PolicyOp op, const std::string& payload, const char* what, double budget_ms,
+                      double extra_ms = 0.0);
+  // The worker's CPU time so far, in ms (NaN when it cannot be read).
+  double worker_cpu_ms() const;
+  [[noreturn]] void died(const char* what);
+  [[noreturn]] void hung(const char* what, double budget_ms, double limit_ms, double waited_ms, double cpu_ms,
+                         bool on_cpu);
   void end();
   std::string stats_payload(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
                             const ClusterStats& cluster);
@@ -75,6 +94,8 @@ private:
   std::string params_in_force_;
   PolicyLimits limits_;
   pid_t pid_ = -1;
+  clockid_t cpu_clock_ = 0;  // the worker's CPU clock
+  bool has_cpu_clock_ = false;
   int fd_ = -1;
   int stats_fd_ = -1;       // the shared stats region (the worker's fd 4)
   void* stats_ = nullptr;   // mapped here read-write, there read-only

@@ -299,8 +299,16 @@ int index_field(lua_State* L) {
 
 }  // namespace
 
+// While one lives, calls run under the setup budget.
+struct PolicySandbox::Setup {
+  int& depth;
+  explicit Setup(int& d) : depth(d) { ++depth; }
+  ~Setup() { --depth; }
+};
+
 PolicySandbox::PolicySandbox(const std::string& path, const PolicyLimits& limits)
     : path_(path), limits_(limits), state_(std::make_unique<CappedState>(limits.memory_mb, "policy " + path)) {
+  const Setup setup(setup_);
   L_ = state_->get();
   lua_newtable(L_);  // stats.history
   history_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
@@ -344,11 +352,23 @@ void PolicySandbox::call(const char* function, int nargs, int nresults, const st
     push_policy_field(function);
     lua_insert(L_, -(nargs + 1));
   }
-  state_->call(nargs, nresults, what, limits_.budget_ms);
-  last_call_ms_ = state_->last_call_ms();
+  // What the call cost, whether it returned or failed (a failure's cost is reported too).
+  struct Cost {
+    PolicySandbox& box;
+    ~Cost() {
+      box.last_call_ms_ = box.state_->last_call_ms();
+      box.last_call_cpu_ms_ = box.state_->last_call_cpu_ms();
+    }
+  } cost{*this};
+  if (setup_ > 0)
+    state_->call(nargs, nresults, what, limits_.setup_budget_ms(),
+                 "policy.budget_ms + 2000 ms, for loading, init(cluster) and restore(state)");
+  else
+    state_->call(nargs, nresults, what, limits_.budget_ms);
 }
 
 void PolicySandbox::init(const PolicyCluster& cluster) {
+  const Setup setup(setup_);
   workers_ = cluster.workers;
   devices_ = cluster.devices;
   history_len_ = std::max(1, cluster.history);
@@ -385,12 +405,13 @@ void PolicySandbox::observe(int64_t iteration, int64_t global_batch, const std::
 PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const std::vector<WorkerStats>& stats,
                                  const ClusterStats& cluster) {
   StatsArgs args{iteration, global_batch, &stats, &cluster, &devices_, history_ref_, history_len_};
-  const double start = now_ms();
+  const double start = now_ms(), start_cpu = thread_cpu_ms();
   lua_pushcfunction(L_, build_stats);
   lua_pushlightuserdata(L_, &args);
   call(nullptr, 1, 1, "building the stats table for policy " + path_);  // stats
   call("step", 1, 2, "calling step(stats) of policy " + path_);           // answer, reason?
   last_call_ms_ = now_ms() - start;
+  last_call_cpu_ms_ = thread_cpu_ms() - start_cpu;
 
   // Read the answer without running any metamethod (raw access only: nothing here
   // can raise), then leave the stack as it was.
@@ -651,6 +672,7 @@ std::string PolicySandbox::save_literal() {
 }
 
 bool PolicySandbox::restore_literal(const std::string& literal) {
+  const Setup setup(setup_);
   if (literal.empty() || !has_policy_function("restore")) return false;
   const StackGuard guard(L_);
   const std::string chunk = "return " + literal;

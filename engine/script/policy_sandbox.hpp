@@ -5,7 +5,7 @@
 // A fresh state per policy is the "fresh environment": a new file never sees the old
 // one's globals, and dropping a broken policy drops everything it made. The state is
 // a CappedState (capped_state.hpp): the whitelisted environment, the JIT off, a
-// memory cap and a time budget on every call. Infinite recursion is Lua's own "stack
+// memory cap and a budget of CPU time on every call (PolicyLimits). Infinite recursion is Lua's own "stack
 // overflow" error. What those cannot stop (a C function that never returns, a VM
 // crash) ends the worker process, and the host starts a fresh one.
 //
@@ -25,8 +25,14 @@
 namespace tandem {
 
 struct PolicyLimits {
-  double budget_ms = 50.0;  // one call (load, init, step, save, restore)
+  double budget_ms = 50.0;  // CPU ms of one call on a decision's path (step, observe, save)
   double memory_mb = 64.0;  // the whole state
+  // Loading the file, init(cluster) and restore(state) run once per worker, off the
+  // decisions' path, and read and compile the tandem library: their budget has
+  // seconds more, so that a slow, loaded machine cannot fail a policy's start
+  // (DESIGN.md habit 13), while a loop that never ends still stops.
+  static constexpr double kSetupExtraMs = 2000.0;
+  double setup_budget_ms() const { return budget_ms + kSetupExtraMs; }
 };
 
 // What init(cluster) receives.
@@ -93,12 +99,16 @@ public:
 
   const std::string& path() const { return path_; }
   std::string name() const;           // the file name without directory and .lua
-  double last_call_ms() const { return last_call_ms_; }
+  double last_call_ms() const { return last_call_ms_; }          // wall time (step: stats + step())
+  double last_call_cpu_ms() const { return last_call_cpu_ms_; }  // CPU time, the budget's measure
   double memory_mb() const;           // what the state holds now
   lua_State* lua() const { return L_; }  // for the REPL (same thread rules)
 
 private:
+  // Under the budget of a decision's call, or setup's (setup_ > 0: the constructor,
+  // init and restore_literal).
   void call(const char* function, int nargs, int nresults, const std::string& what);
+  struct Setup;
   // table[name] (the policy table: policy[name]) pushed, looked up through call():
   // a policy's metatable may run code, which must fail as the policy's error.
   void push_field(int table, const char* name);
@@ -121,7 +131,8 @@ private:
   int history_len_ = 20;
   int workers_ = 0;
   std::vector<std::string> devices_;
-  double last_call_ms_ = 0.0;
+  double last_call_ms_ = 0.0, last_call_cpu_ms_ = 0.0;
+  int setup_ = 0;
 };
 
 }  // namespace tandem

@@ -31,6 +31,13 @@ struct Worker {
     return v;
   }
 
+  // The CPU seconds a request may take before the kernel ends the process (SIGXCPU):
+  // a backstop behind the host's deadline (policy_process.hpp), which comes first.
+  double cpu_limit_s(PolicyOp op) const {
+    const bool setup = op == PolicyOp::load || op == PolicyOp::init || op == PolicyOp::restore;
+    return 5.0 * (setup ? limits.setup_budget_ms() : limits.budget_ms) / 1000.0 + 1.0;
+  }
+
   // The request's answer, after the common header (ok, cost, memory).
   void serve(PolicyOp op, WireReader& in, WireWriter& out);
   PolicySandbox& loaded() {
@@ -46,7 +53,7 @@ void Worker::serve(PolicyOp op, WireReader& in, WireWriter& out) {
       limits.budget_ms = in.get<double>("load.budget_ms");
       limits.memory_mb = in.get<double>("load.memory_mb");
       const std::string confinement = confine_policy_worker(limits.memory_mb);
-      arm_cpu_limit(limits.budget_ms / 1000.0 + 5.0);
+      arm_cpu_limit(cpu_limit_s(op));
       policy = std::make_unique<PolicySandbox>(path, limits);
       out.put_string(policy->name());
       out.put_string(confinement);
@@ -97,7 +104,7 @@ void run_policy_worker(int fd, int stats_fd) {
     try {
       WireReader in(request);
       const auto op = static_cast<PolicyOp>(in.get<uint8_t>("request.op"));
-      if (w.policy) arm_cpu_limit(5.0 * w.limits.budget_ms / 1000.0 + 1.0);
+      if (w.policy) arm_cpu_limit(w.cpu_limit_s(op));
       WireWriter body;
       w.serve(op, in, body);
       reply.put<uint8_t>(1);

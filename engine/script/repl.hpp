@@ -7,7 +7,8 @@
 // A line is Lua, run on rank 0 at the next iteration boundary in the console's own
 // Lua state (never concurrently with the loop), a CappedState (capped_state.hpp):
 // the policies' whitelist, their memory cap, and their time budget on every
-// command. A line may be at most kMaxLine bytes: a client that sends more is told so
+// command (policy.budget_ms of this thread's CPU time, with a wall-clock backstop of
+// seconds: budget.hpp). A line may be at most kMaxLine bytes: a client that sends more is told so
 // and disconnected, so no client can make rank 0 buffer without bound. An
 // expression's values are printed; a command that errors prints its traceback and
 // changes nothing. The built-ins (scripts/tandem/repl.lua) read the run's state and

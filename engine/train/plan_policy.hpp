@@ -10,8 +10,11 @@
 //   -> the plan is in force from t+1.
 // So the decision on iteration t's stats applies from iteration t+2, and its latency
 // hides behind a whole forward + backward. collect() waits for the call in flight
-// (bounded by the policy's budget), which makes the plan sequence deterministic:
-// the same stats give the same plans at the same iterations.
+// (at most the policy's budget on the clock), which makes the plan sequence
+// deterministic: the same stats give the same plans at the same iterations. The
+// budget itself counts the call's CPU time (script/budget.hpp), so on a loaded
+// machine a call can outlast that wait without failing: its answer is then late,
+// taken at a later boundary, and the plan in force stays meanwhile.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -237,8 +237,8 @@ M.schema = record {
     file = string_(nil, { doc = "a policy under scripts/policies/ by name ('lbb'), or a path to a .lua file; "
                                .. 'unset: the plan stays as plan.kind says' }),
     params = free { doc = "the policy's parameters (thresholds...), given to init() as cluster.params" },
-    budget_ms = number(50, { gt = 0, max = 60000, doc = 'time budget of one policy call; a call past it is '
-                                                    .. 'interrupted (at most a minute: training waits for it)' }),
+    budget_ms = number(50, { gt = 0, max = 60000, doc = 'time budget of one policy call, in CPU ms; a call past '
+                                                    .. 'it is interrupted (at most a minute: training waits for it)' }),
     memory_mb = number(64, { gt = 0, max = 65536, doc = "memory cap of the policy's Lua state (at most 64 GiB)" }),
     max_failures = integer(3, { min = 1, max = MAX_INT, doc = 'failed calls in a row after which the policy is '
                                                             .. 'dropped and the last good plan kept' }),

@@ -61,9 +61,10 @@ inline double emulated_compute_ms(double local_batch, double speed, double refer
   return (kCalibrationFixedMs + kCalibrationPerSampleMs * local_batch) / (reference * speed);
 }
 
-// For runs with a policy whose time budget is not what they test: a loaded machine
-// can hold even a trivial call past the default 50 ms, which counts as a failure and
-// changes the plan sequence. (The budget itself: tests/unit/test_policy_host.cpp.)
+// For runs with a policy whose time budget is not what they test. The budget counts
+// CPU time, which a loaded machine does not use up, but a slow one still stretches
+// the CPU work of a call, and a failure would change the plan sequence. (The budget
+// itself: tests/unit/test_policy_host.cpp.)
 inline const char* const kPatientPolicy = " policy.budget_ms=2000";
 
 struct RunResult {

@@ -114,8 +114,8 @@ e.console = false
 e.log_level = 'info'
 e.policy = {{ file = '{policy_file}', budget_ms = 200, memory_mb = 16, max_failures = 1000, watch = false,
              history = 1000 }}
--- 30 ms an iteration: a call killed at its deadline (2 x 200 + 100 ms) leaves a
--- dozen or so iterations undecided, not hundreds.
+-- 30 ms an iteration: a call killed at its deadline (2 x 200 + 100 ms of CPU) leaves
+-- a dozen or so iterations undecided, not hundreds.
 e.emulation = {{ comm_delay_ms = {{ 30, 30 }} }}
 {extra}
 return e

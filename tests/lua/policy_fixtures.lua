@@ -87,24 +87,4 @@ function M.read_literal(text)
   return chunk()
 end
 
--- Runs `policy` (loaded, not yet initialised) against `sim` for `iterations` decisions
--- with the JIT off, as the engine calls policies (its budget hook needs the
--- interpreter), applying each plan; returns the worst and the mean ms of a step().
-function M.time_steps(policy, sim, iterations)
-  jit.off()
-  jit.flush()
-  local worst, total = 0, 0
-  policy.init(sim.cluster)
-  for t = 0, iterations - 1 do
-    local stats = sim:stats(t)
-    local t0 = os.clock()
-    local plan = policy.step(stats)
-    local ms = (os.clock() - t0) * 1000
-    worst, total = math.max(worst, ms), total + ms
-    sim:apply(plan, t)
-  end
-  jit.on()
-  return worst, total / iterations
-end
-
 return M

@@ -485,9 +485,10 @@ T.test('goodput: runs without os and io, sets no globals', function()
   for k in pairs(env) do T.ok(_G[k] ~= nil or k == 'os' or k == 'io', 'set a global: ' .. k) end
 end)
 
--- 64 and 256 workers in four speed classes, every step() of 40 calls timed
--- interpreted (jit off, as the engine runs policies), B free over 16x.
-T.test('goodput: step() cost at 64 and 256 workers, interpreted', function()
+-- 64 and 256 workers in four speed classes, B free over 16x, with a slowdown half
+-- way: every plan valid (the simulator checks each). What a decision costs at these
+-- sizes is a benchmark's claim (tools/bench/policy_bench.cpp), not this test's.
+T.test('goodput: 64 and 256 workers decide valid plans', function()
   local classes = { 1, 1, 0.9, 0.3 }
   for _, n in ipairs { 64, 256 } do
     local speeds = {}
@@ -496,10 +497,10 @@ T.test('goodput: step() cost at 64 and 256 workers, interpreted', function()
                           noise = 0.02, grad_noise = 0.05, speed_at = function(i, t, base)
       return (i == 5 and t >= 20) and base / 4 or base
     end }
-    local worst, mean = fixtures.time_steps(load_policy('goodput'), sim, 40)
-    print(('goodput %4d workers: step mean %.2f ms, max %.2f ms, %d plans'):format(n, mean, worst, #sim.plans))
-    T.ok(#sim.plans >= 1, 'decided something')
-    T.ok(worst < 50, ('%d workers: within the default 50 ms policy budget: %.1f ms'):format(n, worst))
+    local policy = load_policy('goodput')
+    policy.init(sim.cluster)
+    sim:run(policy, 0, 39)
+    T.ok(#sim.plans >= 1, n .. ' workers: decided something')
   end
 end)
 

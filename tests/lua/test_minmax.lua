@@ -167,14 +167,12 @@ T.test('a fixed cost that pins the optimum: the start is lowered, the answer sta
   end
 end)
 
-T.test('1024 workers solve within a policy budget', function()
+-- What the solve costs at this size: tools/bench/policy_bench.cpp (min-max solve).
+T.test('1024 workers solve to a valid allocation', function()
   local models, B, lo, hi = big_instance(1024, 65536)
-  local t0 = os.clock()
   local b, _, info = minmax.solve(models, B, lo, hi)
-  local ms = (os.clock() - t0) * 1000
   check_allocation(b, B, lo, hi)
-  print(('minmax.solve (%s), 1024 workers, B = %d: %.2f ms, %d finishing steps'):format(info.method, B, ms, info.steps))
-  T.ok(ms < 500, 'generous bound')
+  print(('minmax.solve (%s), 1024 workers, B = %d: %d finishing steps'):format(info.method, B, info.steps))
 end)
 
 return T

@@ -5,7 +5,8 @@
 -- equal gives the equal split; proportional, boa and lbb get within 5% of the best
 -- achievable max compute time; lbb recovers within 10% in 5 iterations of a
 -- slowdown and of the recovery; save()/restore() carries a policy's state into a
--- fresh instance; a step() on 1024 workers is cheap.
+-- fresh instance; at 1024 workers every policy decides valid plans (what that costs:
+-- tools/bench/policy_bench.cpp).
 local T = require 'tandem.testing'
 local pm = require 'tandem.perf_model'
 local minmax = require 'tandem.minmax'
@@ -303,51 +304,30 @@ T.test('policies reject bad parameters with a message that names them', function
 end)
 
 -- 1024 workers at four speeds, B = 65536, starting from a split that is neither
--- equal nor balanced: init() and every step() of 30 iterations timed interpreted
--- (jit off, as the engine runs policies). Returns init's ms and, per kind of
--- answer (nil: 'keep', else the reason's first word), the mean and max ms of
--- step(). tools/bench measures properly; this keeps an eye on the magnitude.
-local function time_policy(name, params)
-  local speeds, initial = {}, {}
-  for i = 1, 1024 do speeds[i], initial[i] = speeds4[(i - 1) % 4 + 1], 48 + (i % 2) * 32 end
-  local sim = new_sim { speeds = speeds, B = 65536, params = params, initial = initial }
-  local policy = load_policy(name)
-  jit.off()
-  jit.flush()
-  local t0 = os.clock()
-  policy.init(sim.cluster)
-  local init_ms = (os.clock() - t0) * 1000
-  local kinds = {}
-  for t = 0, 29 do
-    local stats = sim:stats(t)
-    t0 = os.clock()
-    local plan = policy.step(stats)
-    local ms = (os.clock() - t0) * 1000
-    local kind = plan and plan.reason:match('^[%w-]+') or 'keep'
-    local k = kinds[kind] or { n = 0, total = 0, max = 0 }
-    k.n, k.total, k.max = k.n + 1, k.total + ms, math.max(k.max, ms)
-    kinds[kind] = k
-    sim:apply(plan, t)
-  end
-  jit.on()
-  return init_ms, kinds
-end
-
-T.test('1024 workers: init() and step() cost, interpreted', function()
+-- equal nor balanced: init() and 30 steps of each policy, every plan valid (the
+-- simulator checks each), and the answers' kinds (nil: 'keep', else the reason's
+-- first word) printed. What init() and step() cost at this size is a benchmark's
+-- claim (tools/bench/policy_bench.cpp, DESIGN.md habit 10), not this test's.
+T.test('1024 workers: init() and 30 steps decide valid plans', function()
   for _, case in ipairs { { 'equal' }, { 'proportional' }, { 'proportional', 'narx' }, { 'boa' }, { 'lbb' } } do
     local name, predictor = case[1], case[2]
-    local init_ms, kinds = time_policy(name, { predictor = predictor })
-    local parts = {}
-    for kind, k in pairs(kinds) do
-      parts[#parts + 1] = ('%s %d x %.2f ms (max %.2f)'):format(kind, k.n, k.total / k.n, k.max)
-      -- The mean, not the max: one step's CPU time on a loaded machine is noise (the
-      -- measured claim lives in tools/bench/sim_scale.py).
-      T.ok(k.total / k.n < 50, ('%s: %s steps stay within the default 50 ms policy budget on average')
-                                 :format(name, kind))
+    local speeds, initial = {}, {}
+    for i = 1, 1024 do speeds[i], initial[i] = speeds4[(i - 1) % 4 + 1], 48 + (i % 2) * 32 end
+    local sim = new_sim { speeds = speeds, B = 65536, params = { predictor = predictor }, initial = initial }
+    local policy = load_policy(name)
+    policy.init(sim.cluster)
+    local kinds = {}
+    for t = 0, 29 do
+      local plan = policy.step(sim:stats(t))
+      local kind = plan and plan.reason:match('^[%w-]+') or 'keep'
+      kinds[kind] = (kinds[kind] or 0) + 1
+      sim:apply(plan, t)
     end
+    local parts = {}
+    for kind, n in pairs(kinds) do parts[#parts + 1] = ('%s %d'):format(kind, n) end
     table.sort(parts)
-    print(('%-18s init %.2f ms; step: %s'):format(name .. (predictor and (' ' .. predictor) or ''), init_ms,
-                                                  table.concat(parts, '; ')))
+    print(('%-18s 1024 workers, 30 steps: %s'):format(name .. (predictor and (' ' .. predictor) or ''),
+                                                       table.concat(parts, ', ')))
   end
 end)
 

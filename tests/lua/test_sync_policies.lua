@@ -15,7 +15,8 @@
 -- ignores a one-observation straggler and one near its factor, comes back to bsp on
 -- recovery, can keep bsp when the model says so, balances with balance = true;
 -- save()/restore() round-trips all four; all four run without os and io, set no
--- globals, and stay within the policy budget at 1024 workers, interpreted. And
+-- globals, and decide valid plans at 1024 workers (what that costs:
+-- tools/bench/policy_bench.cpp). And
 -- for every shipped policy (this simulator speaks all of their stats): save()
 -- holds all it has learnt, handed over directly or through a checkpoint's text.
 local T = require 'tandem.testing'
@@ -643,9 +644,11 @@ T.test('all four load and run without os and io', function()
   end
 end)
 
--- 1024 workers in four speed classes, B = 65536: every step() of 40 calls timed
--- interpreted (jit off, as the engine runs policies), with a speed change half way.
-T.test('1024 workers: step() cost, interpreted', function()
+-- 1024 workers in four speed classes, B = 65536, with a speed change half way: 40
+-- calls of each policy, every plan valid (the simulator checks each). What a call
+-- costs at this size is a benchmark's claim (tools/bench/policy_bench.cpp, DESIGN.md
+-- habit 10), not this test's.
+T.test('1024 workers: 40 calls decide valid plans', function()
   local classes = { 1, 1, 0.9, 0.3 }
   for _, name in ipairs { 'asgd', 'local_sgd', 'grouped', 'star' } do
     local speeds = {}
@@ -653,9 +656,10 @@ T.test('1024 workers: step() cost, interpreted', function()
     local sim = new_sim { speeds = speeds, B = 65536, noise = 0.02, speed_at = function(i, t, base)
       return (i == 5 and t >= 20) and base / 4 or base
     end }
-    local worst, mean = fixtures.time_steps(load_policy(name), sim, 40)
-    print(('%-10s step mean %.2f ms, max %.2f ms, %d plans'):format(name, mean, worst, #sim.plans))
-    T.ok(worst < 50, name .. ' stays within the default 50 ms policy budget: ' .. worst)
+    local policy = load_policy(name)
+    policy.init(sim.cluster)
+    sim:run(policy, 0, 39)
+    print(('%-10s 1024 workers, 40 calls: %d plans'):format(name, #sim.plans))
   end
 end)
 

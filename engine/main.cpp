@@ -104,8 +104,12 @@ int cmd_sim(const std::vector<std::string>& args) {
   tandem::cpu_device().set_blas_threads(cfg.blas_threads);  // as a rank does: one BLAS thread unless asked
   // This machine's compute for the model is the emulation's reference: given by the
   // experiment (a real run's calibration.json), or measured now, as a real run does.
-  auto data = tandem::make_dataset(cfg.data, /*train=*/true);
-  tandem::GlobalSampler sampler(data->size(), cfg.global_batch, cfg.seed);
+  // Only a measurement needs the samples themselves; the simulation needs their count
+  // (read without decompressing the images, which took most of a short simulation).
+  std::unique_ptr<tandem::Dataset> data;
+  if (!cfg.emulation.calibration) data = tandem::make_dataset(cfg.data, /*train=*/true);
+  tandem::GlobalSampler sampler(data ? data->size() : tandem::dataset_size(cfg.data, /*train=*/true),
+                                cfg.global_batch, cfg.seed);
   tandem::Model model(tandem::cpu_device(), cfg.model, cfg.seed);
   tandem::DeviceProfile machine;
   if (cfg.emulation.calibration) {

@@ -20,6 +20,12 @@ std::unique_ptr<Dataset> make_dataset(const DataConfig& cfg, bool train) {
   TANDEM_FAIL_HINT("use data.name = 'fashion-mnist', 'synthetic' or 'text'", "unknown data set '", cfg.name, "'");
 }
 
+int64_t dataset_size(const DataConfig& cfg, bool train) {
+  if (cfg.name == "fashion-mnist") return fashion_mnist_size(cfg.dir, train);
+  if (cfg.name == "synthetic") return train ? cfg.train_size : cfg.test_size;
+  return make_dataset(cfg, train)->size();
+}
+
 void check_dataset_files(const DataConfig& cfg) {
   if (cfg.name == "text") {
     for (const std::string& f : text_corpus_files(cfg.files))

@@ -93,6 +93,10 @@ std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, bool train) 
   return std::make_unique<FashionMnist>(dir, train);
 }
 
+int64_t fashion_mnist_size(const std::string& dir, bool train) {
+  return static_cast<int64_t>(read_idx_gz(idx_path(dir, train, false), 1, kPackage).dims[0]);
+}
+
 std::vector<std::string> fashion_mnist_files(const std::string& dir) {
   return {idx_path(dir, true, true), idx_path(dir, true, false), idx_path(dir, false, true),
           idx_path(dir, false, false)};

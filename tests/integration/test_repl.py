@@ -167,14 +167,19 @@ def attach_scenario():
     if term.wait() != 0:
         fail("tandem attach did not exit 0 after Ctrl-D")
 
-    # Another client: the plan has changed; stop the job.
+    # Another client: the plan has changed; stop the job. Only a plan counts as an
+    # answer (a reply that shows none, say while the first client is still leaving,
+    # must not end the wait before the swap has taken effect).
     end = time.time() + START_S
+    reply = ""
     while time.time() < end:
-        if "[64, 64]" not in socket_command(sock, "plan()"):
+        reply = socket_command(sock, "plan()")
+        shown = re.search(r"\[\d+, \d+\]", reply)
+        if shown and shown.group(0) != "[64, 64]":
             break
         time.sleep(0.1)
     else:
-        fail("the plan never changed after swap('proportional')")
+        fail(f"the plan never changed after swap('proportional'); plan() said:\n{reply}")
     socket_command(sock, "stop()")
     out, _ = job.communicate(timeout=START_S)
     if job.returncode != 0:

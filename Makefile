@@ -30,7 +30,7 @@ test: build
 
 bench: configure
 	@tools/install-deps.sh python3-torch
-	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) --target tandem_benchmarks
 	tools/bench/run_all.sh $(BUILD)
 
 # The papers' experiments (scripts/experiments/suite), each ending with a report and

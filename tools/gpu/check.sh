@@ -20,6 +20,10 @@
 #   bench        both
 # Each part stops at 540 s, so that one part fits one call of a lent GPU machine
 # (10 minutes a command); the ctest parts run 4 tests at a time to fit.
+# The build: Release, CUDA for the GPU machines (H100 and H200 are sm_90), benchmarks
+# included (they are not in the default build):
+#   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
+#   cmake --build build-gpu -j2 --target all tandem_benchmarks
 # usage: tools/gpu/check.sh BUILD_DIR OUT_DIR [gpu|integration|kernels|fused|bench|bench_fp32|bench_bf16 ...]
 # A part that fails does not stop the others; the exit status is 1 if any failed.
 set -uo pipefail
@@ -57,7 +61,9 @@ for part in "${parts[@]}"; do
     integration)
       run_part integration 540 "$build" env TANDEM_TEST_DEVICE=cuda \
         ctest -L integration -E 'multihost|slurm' -j4 --output-on-failure ;;
-    kernels) run_part kernels 540 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json" ;;
+    kernels)
+      [ -x "$build/bench/tandem_kernels" ] || echo "check.sh: $build/bench/tandem_kernels is missing: build the target tandem_benchmarks" >&2
+      run_part kernels 540 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json" ;;
     fused) run_part fused 540 "$src" python3 tools/gpu/fused_check.py "$build" "$out" ;;
     bench|bench_fp32|bench_bf16)
       for p in fp32 bf16; do

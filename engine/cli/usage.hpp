@@ -8,7 +8,7 @@
 
 namespace tandem::cli {
 
-// Exit statuses, as the README and `tandem --help` document them.
+// Exit statuses, as docs/experiments.md and `tandem --help` document them.
 constexpr int kExitFailure = 1;  // a bad experiment, a training error, a failed job
 constexpr int kExitUsage = 2;    // the command line is wrong
 constexpr int kExitInterrupted = 130;  // Ctrl-C (128 + SIGINT), as shells report it

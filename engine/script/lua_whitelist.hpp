@@ -1,6 +1,6 @@
 #pragma once
 // The environment untrusted Lua runs in (policies, console commands): the standard
-// libraries reduced in place to the list in scripts/tandem/whitelist.lua (the README
+// libraries reduced in place to the list in scripts/tandem/whitelist.lua (docs/policies.md
 // documents it), with the JIT off. Run once on a fresh state, before any user code.
 #include <lua.hpp>
 

@@ -1,5 +1,5 @@
 -- Across hosts: the quickstart MLP on 4 workers whose hosts differ (run it under
--- your own mpirun with a hostfile; README "Running across hosts"). Nothing here names a host:
+-- your own mpirun with a hostfile; docs/hosts.md). Nothing here names a host:
 -- which rank runs where is the hostfile's and mpirun's business; the experiment
 -- says only what every rank must agree on. Every host needs the same paths: this
 -- file, the data set (data.dir) and the tandem binary; the run directory (--out)

@@ -31,7 +31,7 @@ local KEEP_ONLY = {  -- library = the functions kept (a fresh table replaces the
 local DROP = { string = { 'dump' } }
 
 local function reason(name)
-  return name .. ' is not available to policies and console commands (tandem.whitelist: the README lists '
+  return name .. ' is not available to policies and console commands (tandem.whitelist: docs/policies.md lists '
     .. 'what is)'
 end
 

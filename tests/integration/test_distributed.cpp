@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(hang_is_named) {
 }
 
 BOOST_AUTO_TEST_CASE(external_mpirun) {
-  // PMIx's native security, as the README tells users of their own mpirun: munge
+  // PMIx's native security, as docs/hosts.md tells users of their own mpirun: munge
   // (installed for the Slurm test) without its daemon costs every start 2.3 s.
   const std::string mpirun =
       "env PMIX_MCA_psec=native mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader "

@@ -38,7 +38,7 @@ import time
 from cluster_support import HOSTS, fail, hosts, params, scaled_difference
 
 TANDEM, SCRATCH = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-# The user's own mpirun, as the README has it: PMIx's native security, since munge
+# The user's own mpirun, as docs/hosts.md has it: PMIx's native security, since munge
 # (installed for the Slurm test) without its daemon costs every start 2.3 s.
 os.environ.setdefault("PMIX_MCA_psec", "native")
 HOST_DIR = os.path.join(SCRATCH, "hosts")

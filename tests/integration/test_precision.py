@@ -5,7 +5,7 @@ On the CPU the GEMMs' and convolutions' inputs are rounded as a GPU's tensor cor
 round them, so these runs show the arithmetic's effect on training, not the GPU's
 speed. Each model trains its experiment's full length with the same seed in fp32 and
 in bf16 (and the MLP in tf32): the test accuracies agree within 0.5 points and bf16
-still reaches the accuracy the README promises. One worker on the CPU, one BLAS
+still reaches the accuracy docs/testing.md promises. One worker on the CPU, one BLAS
 thread: the runs are deterministic, so the margins are not luck. The parameters differ
 between fp32 and bf16 (the rounding happened), and an experiment with the old
 `tf32 = true` is refused, naming what replaced it.
@@ -56,7 +56,7 @@ for experiment, promised, extra in (("scripts/experiments/quickstart.lua", 0.85,
         if abs(acc - acc32) > MARGIN:
             fail(f"{experiment}: {precision} reached {acc:.4f}, fp32 {acc32:.4f}: more than 0.5 points apart")
         if acc < promised:
-            fail(f"{experiment}: {precision} reached {acc:.4f}, below the {promised} the README promises")
+            fail(f"{experiment}: {precision} reached {acc:.4f}, below the {promised} docs/testing.md promises")
         if p == p32:
             fail(f"{experiment}: {precision} trained the same parameters as fp32: nothing was rounded")
 

@@ -28,7 +28,7 @@ local path_of, load_policy = fixtures.policy_path, fixtures.load_policy
 local noise = fixtures.noise
 
 ---------------------------------------------------------------------------------
--- The rules of a plan table (README, "Balancing policies", and engine/train/plan.cpp).
+-- The rules of a plan table (docs/policies.md and engine/train/plan.cpp).
 
 local function is_int(v) return type(v) == 'number' and v == math.floor(v) and v > -math.huge and v < math.huge end
 

@@ -3,7 +3,7 @@
 the balancing policy lbb, and the modes that stop waiting for a straggler (grouped,
 star, local SGD, ASGD), on 8 emulated workers.
 
-Emulation: speed factors (README "Emulated heterogeneity"), the speed-1 device at
+Emulation: speed factors (docs/heterogeneity.md), the speed-1 device at
 --reference of a core (default 0.03: 8 ranks' real compute is then about a quarter
 of one of the 2 cores, so the numbers measure synchronisation, not CPU contention;
 any "oversubscribed" warning of any rank is caught and reported per run). One

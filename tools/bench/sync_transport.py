@@ -7,7 +7,7 @@ group's own and the parameter server's pushes and replies through shared-memory 
 (engine/dist/shm_channel.*); TANDEM_SHM_ALLREDUCE=0 makes the same run use MPI
 messages, as ranks on several hosts do.
 
-Emulation: 8 workers, speed factors (README "Emulated heterogeneity"), the speed-1
+Emulation: 8 workers, speed factors (docs/heterogeneity.md), the speed-1
 device at --reference of a core, one calibration for every run. MLP 784-256-256-10 on
 Fashion-MNIST, B = 512, lr 0.05 (the learning rate does not change the transport's
 cost), --iterations global batches, no evaluation. Cases:

@@ -11,8 +11,13 @@ all: build
 deps:
 	@tools/install-deps.sh
 
+# Ninja (ninja-build) where installed: on 2 cores it keeps both busy where make's
+# recursive dependency scanning leaves one waiting. A build folder keeps the
+# generator it was configured with.
+GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
+
 configure: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) $(GENERATOR) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)

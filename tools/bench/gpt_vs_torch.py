@@ -6,8 +6,11 @@ self-attention (6 heads) and a GELU (tanh) MLP, 384 wide, sequence 256, vocabula
 256 (bytes), learned positions, token embedding tied to the output projection, no
 dropout. Training: batch 64 sequences, cross-entropy over every position, AdamW
 (lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the matrices and embeddings
-only) with the gradient norm clipped to 1.0. float32 everywhere; TF32 tensor cores
-for both engines with --tf32.
+only) with the gradient norm clipped to 1.0. --precision (default fp32) sets the
+arithmetic of both engines: fp32; tf32 (TF32 tensor cores for float32 matmuls; --tf32
+is the same); bf16 (tandem: GEMM inputs rounded to bfloat16, float32 storage and
+accumulation, engine/core/precision.hpp; PyTorch: torch.autocast(bfloat16), its usual
+mixed precision, which also keeps activations in bfloat16: the stronger peer).
 
 Peers, each timed over the same steps after the same warm-up:
   - tandem: `tandem run scripts/experiments/gpt.lua` with overrides (device=cuda, the
@@ -41,7 +44,7 @@ should their keys move.
 
 Run from the repository root:
 usage: tools/bench/gpt_vs_torch.py BUILD_DIR [--corpus DIR] [--steps 100] [--warmup 20]
-                                   [--reps 3] [--tf32] [--out FILE]
+                                   [--reps 3] [--precision fp32|tf32|bf16] [--out FILE]
 """
 import argparse
 import json
@@ -187,8 +190,9 @@ def torch_optimizer(model, cfg, capturable):
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, capturable=capturable)
 
 
-def torch_tokens_per_s(data, cfg, steps, warmup, sdpa, graph):
+def torch_tokens_per_s(data, cfg, steps, warmup, sdpa, graph, precision="fp32"):
     """data: the corpus as a uint8 tensor on the GPU."""
+    import contextlib
     import time
     import torch
     torch.manual_seed(1)
@@ -205,8 +209,15 @@ def torch_tokens_per_s(data, cfg, steps, warmup, sdpa, graph):
         static_x.copy_(window[:, :-1])
         static_y.copy_(window[:, 1:])
 
+    def autocast():
+        # No weight cache: a graph's captured casts must be redone at every replay.
+        if precision == "bf16":
+            return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+        return contextlib.nullcontext()
+
     def step():
-        loss = model(static_x, static_y)
+        with autocast():
+            loss = model(static_x, static_y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         opt.step()
@@ -241,7 +252,9 @@ def main():
     ap.add_argument("--steps", type=int, default=100, help="timed steps per run")
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps first")
     ap.add_argument("--reps", type=int, default=3, help="alternating runs of every engine")
-    ap.add_argument("--tf32", action="store_true", help="TF32 tensor cores for float32 matmuls, both engines")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
+                    help="both engines' arithmetic (see above)")
+    ap.add_argument("--tf32", action="store_true", help="the same as --precision tf32")
     ap.add_argument("--tandem-override", action="append", default=[], metavar="KEY=VALUE",
                     help="one more tandem override (repeatable), replacing this script's for the same key")
     ap.add_argument("--out", help="also write the JSON result here")
@@ -253,14 +266,15 @@ def main():
         sys.exit("gpt_vs_torch: needs PyTorch (with CUDA) in this python3")
     if not torch.cuda.is_available():
         sys.exit("gpt_vs_torch: PyTorch sees no GPU")
-    torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    torch.backends.cudnn.allow_tf32 = args.tf32
+    precision = "tf32" if args.tf32 else args.precision
+    torch.backends.cuda.matmul.allow_tf32 = precision != "fp32"
+    torch.backends.cudnn.allow_tf32 = precision != "fp32"
     cfg = Config()
     files = corpus_files(args.corpus)
     raw = b"".join(open(f, "rb").read() for f in files)
     data = torch.frombuffer(bytearray(raw), dtype=torch.uint8).cuda()
     overrides = tandem_overrides(cfg, files, args.steps, args.warmup,
-                                 {"device": "cuda", "precision": "tf32" if args.tf32 else "fp32"}, args.tandem_override)
+                                 {"device": "cuda", "precision": precision}, args.tandem_override)
     print(f"corpus: {len(files)} files, {len(raw)} bytes; tandem overrides: {' '.join(overrides)}", file=sys.stderr)
 
     results = {"tandem": [], **{name: [] for name, _, _ in PEERS}}
@@ -269,7 +283,7 @@ def main():
             results["tandem"].append(
                 tandem_tokens_per_s(args.build, root, f"tandem{rep}", cfg, overrides, args.warmup))
             for name, sdpa, graph in PEERS:
-                results[name].append(torch_tokens_per_s(data, cfg, args.steps, args.warmup, sdpa, graph))
+                results[name].append(torch_tokens_per_s(data, cfg, args.steps, args.warmup, sdpa, graph, precision))
                 torch.cuda.empty_cache()  # each peer starts from the same free memory
             print(f"rep {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()) + " tokens/s",
                   file=sys.stderr)
@@ -281,7 +295,7 @@ def main():
         print(f"tandem {ours:10.0f} tokens/s, {name:17s} {rows[name]['tokens_per_s']:10.0f} tokens/s, "
               f"ratio {ratios['tandem_over_' + name]:.2f}x", file=sys.stderr)
     result = {"benchmark": "gpt_vs_torch", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "tf32": args.tf32, "model": {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "seq_len",
+              "precision": precision, "model": {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "seq_len",
                                                                         "vocab", "batch")},
               "steps": args.steps, "warmup": args.warmup, "reps": args.reps, "rows": rows, "ratios": ratios}
     write_result(result, args.out)

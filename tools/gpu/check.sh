@@ -43,6 +43,14 @@ parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(gpu integration kernels fused bench)
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
 [ -n "$src" ] && [ -d "$src" ] || { echo "check.sh: $build is not a configured tandem build" >&2; exit 2; }
+# A library the machine lacks and the kit did not carry: said by name, before anything
+# runs (../shared/device/pack.sh copies the ones a GPU machine's image is known to lack).
+missing=$(ldd "$build/tandem" "$build/tandem-policy-worker" 2>/dev/null | awk '/not found/ {print $1}' | sort -u)
+if [ -n "$missing" ]; then
+  echo "check.sh: libraries not found on this machine: $(echo $missing) (copy them into the kit's lib/ where" \
+       "pack.sh ran, or install them here)" | tee "$out/summary.txt" >&2
+  exit 2
+fi
 "$build/tandem" version | tee "$out/version.txt"
 if ! grep -q '^gpu: ' "$out/version.txt" || grep -q '^gpu: none' "$out/version.txt"; then
   echo "check.sh: this build sees no GPU; nothing to check here" >&2

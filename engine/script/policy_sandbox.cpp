@@ -360,10 +360,12 @@ void PolicySandbox::call(const char* function, int nargs, int nresults, const st
       box.last_call_cpu_ms_ = box.state_->last_call_cpu_ms();
     }
   } cost{*this};
-  if (setup_ > 0)
-    state_->call(nargs, nresults, what, limits_.setup_budget_ms(),
-                 "policy.budget_ms + 2000 ms, for loading, init(cluster) and restore(state)");
-  else
+  if (setup_ > 0) {
+    // Where the setup budget comes from, from the constant that sets it.
+    static const std::string source = "policy.budget_ms + " + std::to_string(static_cast<int>(PolicyLimits::kSetupExtraMs)) +
+                                      " ms, for loading, init(cluster) and restore(state)";
+    state_->call(nargs, nresults, what, limits_.setup_budget_ms(), source.c_str());
+  } else
     state_->call(nargs, nresults, what, limits_.budget_ms);
 }
 

@@ -79,6 +79,11 @@ run_part() {  # name, time limit in s, folder to run in, command...
   printf '%-12s %s in %d s; log %s\n' "$name" "$verdict" $((SECONDS - start)) "$log" | tee -a "$out/summary.txt"
 }
 
+kernels_built() {  # the harness is not in the default build: say so before its part fails
+  [ -x "$build/bench/tandem_kernels" ] ||
+    echo "check.sh: $build/bench/tandem_kernels is missing: build the target tandem_benchmarks" | tee -a "${one_log:-/dev/null}" >&2
+}
+
 triage() {
   one_log="$out/triage.log"
   : > "$one_log"
@@ -86,7 +91,7 @@ triage() {
   scratch=$(mktemp -d /tmp/tandem-triage.XXXXXX)  # run folders stay out of OUT
   run_part gpu 150 "$build" ctest -L gpu -j8 --timeout 90 --output-on-failure
   run_part fused 90 "$src" python3 tools/gpu/fused_check.py "$build" "$scratch/fused" --cases mlp,gpt --quick
-  [ -x "$build/bench/tandem_kernels" ] || echo "check.sh: $build/bench/tandem_kernels is missing: build the target tandem_benchmarks" >> "$one_log"
+  kernels_built
   run_part kernels 45 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json"
   run_part bench_bf16 60 "$src" python3 tools/bench/gpu_vs_torch.py "$build" --precision bf16 --reps 1 \
     --steps 100 --warmup 20 --out "$out/gpu_vs_torch_bf16.json"
@@ -104,7 +109,7 @@ for part in "${parts[@]}"; do
       run_part integration 540 "$build" env TANDEM_TEST_DEVICE=cuda \
         ctest -L integration -E 'multihost|slurm' -j4 --output-on-failure ;;
     kernels)
-      [ -x "$build/bench/tandem_kernels" ] || echo "check.sh: $build/bench/tandem_kernels is missing: build the target tandem_benchmarks" >&2
+      kernels_built
       run_part kernels 540 "$build" "$build/bench/tandem_kernels" --out "$out/kernels.json" ;;
     fused) run_part fused 540 "$src" python3 tools/gpu/fused_check.py "$build" "$out" ;;
     bench|bench_fp32|bench_bf16)

@@ -29,9 +29,11 @@ quickstart: configure
 
 # PyTorch (Debian's python3-torch) for the tests that check tandem against it: the
 # GPT's golden replay and params.safetensors loaded into the equivalent model.
+# ctest -j counts half-cores (tests/CMakeLists.txt), and one more: a test that mostly
+# waits (1) then runs beside two that compute (2 each) instead of leaving a core idle.
 test: build
 	@tools/install-deps.sh python3-torch
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $$(( 2 * $(JOBS) + 1 ))
 
 bench: configure
 	@tools/install-deps.sh python3-torch

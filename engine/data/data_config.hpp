@@ -11,7 +11,7 @@
 namespace tandem {
 
 struct DataConfig {
-  std::string name = "fashion-mnist";  // fashion-mnist | synthetic | text
+  std::string name = "fashion-mnist";  // fashion-mnist | synthetic | text | tokens
   std::string dir = "/usr/share/datasets/fashion-mnist";
   // synthetic only: shape of one sample, number of classes, train/test sizes.
   Shape shape = {1, 28, 28};
@@ -25,6 +25,15 @@ struct DataConfig {
   std::vector<std::string> files = {"/usr/share/games/fortunes"};
   int seq_len = 128;
   double validation = 0.1;
+  // tokens only (engine/data/token_files.hpp): the splits' files or globs (data.train,
+  // and data.validation given as files), the vocabulary every token must be below,
+  // the files' format, and the most validation windows one evaluation reads (0: all).
+  // seq_len above is the window of one sample.
+  std::vector<std::string> train;
+  std::vector<std::string> validation_files;
+  int vocab = 50257;
+  std::string format = "auto";
+  int64_t validation_windows = 512;
   // Whether the data set is held in the device's memory and gathered there by index:
   // 'auto', 'always' or 'never' (engine/train/device_input.hpp).
   std::string on_device = "auto";

@@ -9,6 +9,7 @@
 #include "engine/data/fashion_mnist.hpp"
 #include "engine/data/synthetic.hpp"
 #include "engine/data/text_corpus.hpp"
+#include "engine/data/token_files.hpp"
 
 namespace tandem {
 
@@ -17,7 +18,9 @@ std::unique_ptr<Dataset> make_dataset(const DataConfig& cfg, bool train) {
   if (cfg.name == "synthetic")
     return make_synthetic(cfg.shape, cfg.classes, train ? cfg.train_size : cfg.test_size, cfg.seed, train ? 0 : 1);
   if (cfg.name == "text") return make_text_dataset(cfg, train);
-  TANDEM_FAIL_HINT("use data.name = 'fashion-mnist', 'synthetic' or 'text'", "unknown data set '", cfg.name, "'");
+  if (cfg.name == "tokens") return make_token_dataset(cfg, train);
+  TANDEM_FAIL_HINT("use data.name = 'fashion-mnist', 'synthetic', 'text' or 'tokens'", "unknown data set '",
+                   cfg.name, "'");
 }
 
 int64_t dataset_size(const DataConfig& cfg, bool train) {
@@ -34,6 +37,7 @@ void check_dataset_files(const DataConfig& cfg) {
                          f, "' cannot be read");
     return;
   }
+  if (cfg.name == "tokens") return check_token_files(cfg);
   if (cfg.name != "fashion-mnist") return;  // synthetic data is generated
   const std::vector<std::string> files = fashion_mnist_files(cfg.dir);
   std::string names;

@@ -5,10 +5,33 @@
 // sees never depends on how the batch is split: balancing changes speed, never the
 // mathematics. The last partial batch of an epoch is dropped, so every step has
 // exactly B samples and the global batch stays what the experiment says.
+//
+// A data set of up to kMaterializedPermutation samples gets a Fisher-Yates shuffle
+// held in memory (8 bytes a sample). A larger one (a token file's every window: 8.5
+// billion for OpenWebText) gets a permutation computed index by index, a keyed
+// Feistel network over the next power of four with cycle walking: a bijection of
+// [0, N), O(1) memory, the same on every rank, a new one every epoch.
 #include <cstdint>
 #include <vector>
 
 namespace tandem {
+
+// Up to 2^24 samples (128 MB of indices) the permutation is materialised.
+constexpr int64_t kMaterializedPermutation = int64_t{1} << 24;
+
+// The computed permutation of [0, n) for one epoch (keyed by seed and epoch).
+class FeistelPermutation {
+public:
+  FeistelPermutation(int64_t n, uint64_t key);
+  int64_t operator()(int64_t i) const;
+
+private:
+  uint64_t round(uint64_t half, int r) const;
+  int64_t n_;
+  int half_bits_;
+  uint64_t half_mask_;
+  uint64_t keys_[4];
+};
 
 class GlobalSampler {
 public:

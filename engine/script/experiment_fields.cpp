@@ -401,11 +401,18 @@ Fields<DataConfig> data_fields() {
   shape.optional = false;
   Field<D> files = at<D>("files", &D::files);
   files.optional = false;  // a list with a default: the fortunes corpus
+  Field<D> train = at<D>("train", &D::train);
+  train.optional = false;  // lists with a default: none
+  Field<D> validation_files = at<D>("validation_files", &D::validation_files);
+  validation_files.optional = false;
   return {at<D>("name", &D::name),          at<D>("dir", &D::dir),
           shape,                             at<D>("classes", &D::classes),
           at<D>("train_size", &D::train_size), at<D>("test_size", &D::test_size),
           at<D>("seed", &D::seed),           files,
           at<D>("seq_len", &D::seq_len),     at<D>("validation", &D::validation),
+          train,                             validation_files,
+          at<D>("vocab", &D::vocab),         at<D>("format", &D::format),
+          at<D>("validation_windows", &D::validation_windows),
           at<D>("on_device", &D::on_device)};
 }
 

@@ -230,7 +230,8 @@ bool stats_record_fits(const WorkerStats& w, int rank, int world) {
 std::string bsp_only_reason(const ExperimentConfig& cfg) {
   if (cfg.optimizer.name != "sgd") return "optimizer = '" + cfg.optimizer.name + "' trains with bsp only";
   if (cfg.optimizer.clip_grad_norm > 0) return "clip_grad_norm trains with bsp only";
-  if (cfg.data.name == "text") return "a language model (data.name = 'text') trains with bsp only";
+  if (cfg.data.name == "text" || cfg.data.name == "tokens")
+    return "a language model (data.name = '" + cfg.data.name + "') trains with bsp only";
   return "";
 }
 

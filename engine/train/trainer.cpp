@@ -211,7 +211,7 @@ void Trainer::build_model() {
   // The same seed on every rank: identical initial weights.
   model_ = std::make_unique<Model>(dev_, cfg_.model, cfg_.seed);
   TANDEM_CHECK_HINT(model_->targets_per_sample() == train_set_->targets_per_sample(),
-                    "a sequence data set (data.name = 'text') needs a model that predicts every position "
+                    "a sequence data set (data.name = 'text' or 'tokens') needs a model that predicts every position "
                     "(model = 'gpt'), and a classifier's data one label per sample",
                     "model '", cfg_.model.name, "' makes ", model_->targets_per_sample(),
                     " prediction(s) per sample but data set '", train_set_->name(), "' has ",

@@ -60,8 +60,9 @@ M.schema = record {
                          doc = 'a model under models/ (mlp, lenet), or a path to a model .lua file' }),
   model_args = free { doc = 'passed to the model function, next to input and classes' },
   data = record {
-    name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic', 'text' },
-                                      doc = 'text: byte-level text for a language model (model = \'gpt\')' }),
+    name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic', 'text', 'tokens' },
+                                      doc = 'text: byte-level text for a language model (model = \'gpt\'); '
+                                         .. "tokens: nanoGPT's or llm.c's token files (model = 'gpt')" }),
     dir = string_('/usr/share/datasets/fashion-mnist', { doc = 'fashion-mnist: the IDX files' }),
     shape = array({ 1, 28, 28 }, { doc = 'synthetic: the shape of one sample' }),
     classes = integer(10, { min = 2, max = MAX_INT, doc = 'synthetic: the number of classes' }),
@@ -74,9 +75,27 @@ M.schema = record {
                                     .. 'files by name (not .dat or .u8 files, symbolic links or subfolders). The '
                                     .. 'default is the fortunes corpus, about 2.6 MB of English: apt-get install '
                                     .. 'fortunes' }),
-    seq_len = integer(128, { min = 1, max = 65536, doc = "text: bytes per sample, the model's context length" }),
+    seq_len = integer(128, { min = 1, max = 65536,
+                             doc = "text, tokens: tokens per sample (bytes for text), the model's context length" }),
     validation = number(0.1, { gt = 0, max = 0.5, doc = 'text: the fraction of the text, at its end, held out for '
-                                                     .. 'evaluation' }),
+                                                     .. 'evaluation; tokens: the validation files, a list as '
+                                                     .. 'data.train (kept as data.validation_files)' }),
+    -- tokens (engine/data/token_files.hpp): the model gets input {seq_len} and vocab classes.
+    train = list(string_(nil), { default = {},
+                                 doc = 'tokens: the training split, token files or globs (sorted matches), each '
+                                    .. 'a shard no window crosses' }),
+    validation_files = list(string_(nil), { default = {},
+                                            doc = 'tokens: the validation split (write it as data.validation = '
+                                               .. '{...})' }),
+    vocab = integer(50257, { min = 2, max = 65536,
+                             doc = 'tokens: the vocabulary (50257 for GPT-2, 256 for byte tokens); a token at or '
+                                .. 'above it is an error' }),
+    format = string_('auto', { one_of = { 'auto', 'nanogpt', 'llmc' },
+                               doc = "tokens: nanogpt (raw uint16, np.memmap's train.bin), llmc (a 256 x int32 "
+                                  .. 'header, magic 20240520, then uint16), auto: told from the header' }),
+    validation_windows = integer(512, { min = 0, max = MAX_INTEGER,
+                                        doc = 'tokens: the most validation windows one evaluation reads, spread '
+                                           .. 'evenly over the split; 0: every window' }),
     on_device = string_('auto', { one_of = { 'auto', 'always', 'never' },
                                   doc = "hold the data set in the device's memory and gather each batch there by "
                                      .. 'index (a data set stored as rows of bytes: fashion-mnist, text). auto: '
@@ -649,6 +668,43 @@ local function parse_typed(ctx, sub, text, path, o)
                                  sub.doc and (' (' .. sub.doc .. ')') or '')), 0)
 end
 
+-- data.validation is a fraction for text and a list of files for tokens (as nanoGPT
+-- and llm.c users have a val.bin beside train.bin): a list given there is kept as
+-- data.validation_files, so that each key keeps one kind.
+local function validation_as_files(ctx, exp)
+  local data = type(exp) == 'table' and exp.data
+  if type(data) == 'table' and type(data.validation) == 'table' then
+    ctx.validation_listed = 'in the experiment file'
+    if data.validation_files ~= nil then
+      error(user_error('data.validation lists files and data.validation_files is given too',
+                       'give the validation files once, as data.validation = {...}'), 0)
+    end
+    data.validation_files, data.validation = data.validation, nil
+  end
+end
+
+-- The same for an override: data.validation=FILE[,FILE] (not a number) or a table
+-- sets data.validation_files.
+local function validation_override(ctx, o)
+  if type(o) ~= 'string' then return o end
+  local text = o:match('^%s*data%.validation%s*=(.*)$')
+  if not text then return o end
+  if tonumber(text) then  -- a fraction, given last: what the command line says wins
+    ctx.validation_listed = nil
+    return o
+  end
+  ctx.validation_listed = "override '" .. o .. "'"
+  local body = text:match('^%s*{(.*)}%s*$')
+  if body then  -- a Lua table of strings: 'data.validation={"a.bin", "b.bin"}'
+    local items = {}
+    for item in body:gmatch('[^,]+') do
+      items[#items + 1] = item:match('^%s*(.-)%s*$'):gsub('^["\'](.*)["\']$', '%1')
+    end
+    text = table.concat(items, ',')
+  end
+  return 'data.validation_files=' .. text
+end
+
 local function apply_override(ctx, exp, o)
   if type(o) ~= 'string' then
     error(user_error('an override must be a key=value string, got ' .. show(o)), 0)
@@ -859,8 +915,9 @@ function M.resolve(exp, overrides, source, world)
   overrides = overrides or {}
   if type(overrides) ~= 'table' then error(user_error('overrides must be a list of key=value strings'), 0) end
   exp = deep_copy(exp)
+  validation_as_files(ctx, exp)
   check_value(ctx, M.schema, exp, '')  -- the file's own mistakes first, located in the file
-  for _, o in ipairs(overrides) do apply_override(ctx, exp, o) end
+  for _, o in ipairs(overrides) do apply_override(ctx, exp, validation_override(ctx, o)) end
   local emulation_given = type(exp.emulation) == 'table' and next(exp.emulation) ~= nil
   fill_defaults(M.schema, exp)
   if exp.emulation.enabled == nil then exp.emulation.enabled = emulation_given end
@@ -918,26 +975,31 @@ function M.resolve(exp, overrides, source, world)
   end
   -- Only a data set stored as rows of bytes can be held on the device
   -- (engine/train/device_input.hpp): said before anything starts, not by every rank.
-  if data.on_device == 'always' and data.name == 'synthetic' then
+  if data.on_device == 'always' and (data.name == 'synthetic' or data.name == 'tokens') then
     fail(ctx, 'data.on_device',
-         "data.on_device = 'always' cannot hold the synthetic data set on the device: it is not stored as a row of "
-           .. 'bytes per sample (its samples are computed as they are drawn)',
+         string.format("data.on_device = 'always' cannot hold the %s data set on the device: it is not stored as a "
+                         .. 'row of bytes per sample (%s)', data.name,
+                       data.name == 'tokens' and 'its tokens are uint16, memory-mapped from files of any size'
+                         or 'its samples are computed as they are drawn'),
          "set data.on_device = 'auto': batches are then gathered on the host and uploaded")
   end
   local input, classes = data.shape, data.classes
-  if data.name == 'text' then
+  if ctx.validation_listed and data.name ~= 'tokens' then
+    fail(ctx, 'data.validation', string.format("'data.validation' lists files (%s), which only data.name = 'tokens' "
+                                                 .. "reads; for %s it is a number", ctx.validation_listed, data.name),
+         data.name == 'text' and 'give the held-out fraction, e.g. data.validation = 0.1'
+           or "leave data.validation out, or set data.name = 'tokens'")
+  end
+  -- A language model's data sets its input ({data.seq_len}) and classes; the model's
+  -- context is the data's window: a second value could only disagree.
+  local function sequence_data(what, classes_text, classes_hint)
     local defaults = M.schema.fields.data.fields
     if not same_list(data.shape, defaults.shape.default) or data.classes ~= defaults.classes.default then
       fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
-           string.format('data.shape and data.classes are set by the text data set ({data.seq_len}, %d byte values)',
-                         M.text_classes),
-           'leave them out; data.seq_len sets the window of one sample')
+           string.format('data.shape and data.classes are set by the %s data set ({data.seq_len}, %s)', what,
+                         classes_text),
+           'leave them out; data.seq_len sets the window of one sample' .. classes_hint)
     end
-    if #data.files == 0 then
-      fail(ctx, 'data.files', "'data.files' is empty: the text data set has nothing to read",
-           "list text files or folders, e.g. data.files = {'/usr/share/games/fortunes'} (apt-get install fortunes)")
-    end
-    -- The model's context is the data's window: a second value could only disagree.
     local args = exp.model_args
     if args.seq_len ~= nil and args.seq_len ~= data.seq_len then
       fail(ctx, 'model_args.seq_len', string.format('model_args.seq_len = %s differs from data.seq_len = %d',
@@ -945,7 +1007,25 @@ function M.resolve(exp, overrides, source, world)
            'leave model_args.seq_len out (the model reads its context length from its input, {data.seq_len}), or '
              .. 'set data.seq_len instead')
     end
+  end
+  if data.name == 'text' then
+    sequence_data('text', string.format('%d byte values', M.text_classes), '')
+    if #data.files == 0 then
+      fail(ctx, 'data.files', "'data.files' is empty: the text data set has nothing to read",
+           "list text files or folders, e.g. data.files = {'/usr/share/games/fortunes'} (apt-get install fortunes)")
+    end
     input, classes = { data.seq_len }, M.text_classes
+  elseif data.name == 'tokens' then
+    sequence_data('tokens', 'data.vocab classes', ', data.vocab the classes')
+    for _, split in ipairs({ { 'train', data.train, 'train.bin' }, { 'validation', data.validation_files, 'val.bin' } }) do
+      if #split[2] == 0 then
+        fail(ctx, 'data.' .. split[1], string.format("'data.%s' lists no files: the tokens data set needs both splits",
+                                                     split[1]),
+             string.format("list token files or globs, e.g. data.%s = {'%s'} (tools/data/text_to_tokens.py writes "
+                             .. 'them from text files)', split[1], split[3]))
+      end
+    end
+    input, classes = { data.seq_len }, data.vocab
   else
     -- The text's sizes depend on its files: the engine checks global_batch against
     -- them when it reads them.
@@ -1087,7 +1167,7 @@ function M.resolve(exp, overrides, source, world)
   if sync.mode ~= 'bsp' then
     local why = exp.optimizer ~= 'sgd' and "optimizer = '" .. exp.optimizer .. "'"
              or exp.clip_grad_norm > 0 and 'clip_grad_norm'
-             or exp.data.name == 'text' and "data.name = 'text'"
+             or (exp.data.name == 'text' or exp.data.name == 'tokens') and "data.name = '" .. exp.data.name .. "'"
     if why then
       fail(ctx, 'sync.mode', string.format("sync.mode = '%s' trains with SGD on a classifier only; %s trains bsp",
                                            sync.mode, why),

@@ -17,7 +17,7 @@ namespace tandem {
 RunRecorder::RunRecorder(const ExperimentConfig& cfg, const std::string& run_dir, int workers, int64_t per_epoch,
                          int64_t total, int64_t resume_at, int64_t rerecord_from)
     : workers_(workers), stop_(cfg.stop), per_epoch_(per_epoch), total_(total), log_every_(cfg.log_every),
-      byte_tokens_(cfg.data.name == "text"),
+      byte_tokens_(cfg.data.name == "text"), tokens_(cfg.data.name == "tokens"),
       trace_(run_dir + "/trace.jsonl", resume_at, rerecord_from), chrome_(run_dir + "/trace.perfetto.json", workers),
       w_compute_(static_cast<size_t>(workers)), w_idle_(static_cast<size_t>(workers)),
       w_comm_(static_cast<size_t>(workers)), w_data_(static_cast<size_t>(workers)) {
@@ -197,6 +197,9 @@ void RunRecorder::eval(const EvalRecord& r) {
   if (byte_tokens_)
     log::info("epoch {:.2f} iter {} validation loss {:.4f} ({:.3f} bits/byte) token accuracy {:.4f} (eval {:.0f} "
                  "ms)", r.epoch, r.iteration, r.test_loss, r.test_loss / std::log(2.0), r.test_accuracy, r.eval_ms);
+  else if (tokens_)
+    log::info("epoch {:.2f} iter {} validation loss {:.4f} token accuracy {:.4f} (eval {:.0f} ms)", r.epoch,
+              r.iteration, r.test_loss, r.test_accuracy, r.eval_ms);
   else
     log::info("epoch {:.2f} iter {} test loss {:.4f} test accuracy {:.4f} (eval {:.0f} ms)", r.epoch,
                  r.iteration, r.test_loss, r.test_accuracy, r.eval_ms);

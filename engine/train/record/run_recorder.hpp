@@ -102,6 +102,7 @@ private:
                                : static_cast<double>(t + 1) / static_cast<double>(per_epoch_);
   }
   bool byte_tokens_;  // the text data set: a token is a byte, so loss / ln 2 is bits per byte
+  bool tokens_;       // the tokens data set: a validation loss per token, not a test set's
   bool simulated_ = false;
   // The first recorded iteration and when: the wall-clock cost of an iteration since.
   int64_t first_t_ = -1;

@@ -625,6 +625,8 @@ Fields<E> experiment_fields() {
       record<E, SimConfig>("sim", sim_fields(), &E::sim),
       at<E>("console", &E::console),
       at<E>("save_params", &E::save_params),
+      maybe<E>("init_from", &E::init_from),
+      at<E>("init_from_strict", &E::init_from_strict),
       at<E>("tensorboard", &E::tensorboard),
       at<E>("workers", &E::workers),
       at<E>("hostfile", &E::hostfile),

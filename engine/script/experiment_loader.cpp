@@ -1,6 +1,10 @@
 #include "engine/script/experiment_loader.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <cmath>
 
 #include "engine/core/error.hpp"
@@ -124,6 +128,10 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   // built for that, its parameters not allocated (the memory check, memory_check.hpp,
   // comes after, where the command knows how many ranks will hold the model).
   check_dataset_files(config.data);
+  if (!config.init_from.empty() && ::access(config.init_from.c_str(), R_OK) != 0)
+    TANDEM_FAIL_HINT("point init_from at a .safetensors file (a run's params.safetensors, or Hugging Face's "
+                     "model.safetensors)", "init_from: '", config.init_from, "' cannot be read: ",
+                     std::strerror(errno));
   try {
     model_footprint(config.model);
   } catch (const Error& e) {

@@ -215,6 +215,8 @@ struct ExperimentConfig {
   std::string log_level = "info";
   std::string out_dir;         // empty: runs/<name>-<timestamp>
   bool save_params = false;    // write the final parameters to <run dir>/params.f32
+  std::string init_from;       // a .safetensors file the model starts from (engine/train/checkpoint/init_from.hpp)
+  bool init_from_strict = true;  // every tensor of the model in the file, and nothing else
   bool tensorboard = false;    // write TensorBoard event files to <run dir>/tensorboard/
   bool console = true;         // rank 0 listens on <run dir>/repl.sock (tandem attach)
   std::string resolved_json;   // the whole resolved config, written to the run directory

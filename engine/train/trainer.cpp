@@ -1,5 +1,7 @@
 #include "engine/train/trainer.hpp"
 
+#include "engine/train/checkpoint/init_from.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -210,6 +212,9 @@ void Trainer::load_data() {
 void Trainer::build_model() {
   // The same seed on every rank: identical initial weights.
   model_ = std::make_unique<Model>(dev_, cfg_.model, cfg_.seed);
+  // Fine-tuning starts from a file's weights; a resumed run from its checkpoint's.
+  if (!cfg_.init_from.empty() && !cfg_.resume)
+    init_from_safetensors(cfg_.init_from, cfg_.init_from_strict, cfg_.model, *model_);
   TANDEM_CHECK_HINT(model_->targets_per_sample() == train_set_->targets_per_sample(),
                     "a sequence data set (data.name = 'text' or 'tokens') needs a model that predicts every position "
                     "(model = 'gpt'), and a classifier's data one label per sample",

@@ -183,6 +183,11 @@ M.schema = record {
   console = boolean(true, { doc = 'rank 0 listens on <run dir>/repl.sock (owner only) for tandem attach' }),
   save_params = boolean(false, { doc = 'write the final parameters (float32, flat) to <run dir>/params.f32, and '
                                      .. 'as named tensors in PyTorch\'s layout to <run dir>/params.safetensors' }),
+  init_from = string_(nil, { doc = "a .safetensors file the model's weights start from: tandem's params.safetensors "
+                                 .. "or Hugging Face's GPT-2 model.safetensors (fine-tuning; a resumed run starts "
+                                 .. 'from its checkpoint instead)' }),
+  init_from_strict = boolean(true, { doc = "init_from: every tensor of the model in the file and nothing else; "
+                                        .. "false keeps the model's own initialisation for what the file lacks" }),
   tensorboard = boolean(false, { doc = 'write TensorBoard event files (loss, accuracy, throughput, each worker\'s '
                                      .. 'compute/idle/local batch) to <run dir>/tensorboard/ (rank 0)' }),
 

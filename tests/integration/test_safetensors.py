@@ -28,18 +28,10 @@ import shutil
 import subprocess
 import sys
 
-try:
-    import torch
-except ImportError:  # a pyenv python3 comes first on PATH; Debian's has python3-torch
-    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    print("SKIP: no torch for this python3 (apt-get install python3-torch)")
-    sys.exit(77)
+from torch_or_skip import ROOT, torch  # first: it may run the test again under Debian's python3
 import numpy as np
 
 TANDEM, SCRATCH = sys.argv[1], sys.argv[2]
-ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tools", "golden"))
 from safetensors_model import read_safetensors, sequential  # noqa: E402
 from check_gpt_against_torch import GPT  # noqa: E402
 

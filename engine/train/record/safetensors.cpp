@@ -17,10 +17,12 @@ struct NamedTensor {
   std::string name, dtype;  // F32 | I64
   std::vector<int64_t> shape;
   std::string bytes;
+  const float* source = nullptr;  // where an F32 tensor's values were read
 };
 
 NamedTensor f32(const std::string& name, std::vector<int64_t> shape, const float* data, size_t count) {
-  return {name, "F32", std::move(shape), std::string(reinterpret_cast<const char*>(data), count * sizeof(float))};
+  return {name, "F32", std::move(shape), std::string(reinterpret_cast<const char*>(data), count * sizeof(float)),
+          data};
 }
 
 // One spec layer's tensors; `p` points at its parameters in the flat buffer.
@@ -164,11 +166,10 @@ size_t gpt_tensors(const ModelSpec& spec, const Model& model, const float* p, st
   return static_cast<size_t>(p - start);
 }
 
-}  // namespace
-
-std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const std::vector<float>& params,
-                              int64_t iterations, std::string* why) {
-  std::vector<NamedTensor> tensors;
+// The model's tensors as the file names them, in file order; false with *why where
+// a layer kind has no naming.
+bool named_tensors(const ModelSpec& spec, const Model& model, const std::vector<float>& params, int64_t iterations,
+                   std::vector<NamedTensor>& tensors, std::string* why) {
   const auto& layers = model.layers();
   size_t built = 0, offset = 0;
   const bool gpt = !spec.layers.empty() && spec.layers[0].type == "embedding";
@@ -177,21 +178,45 @@ std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const s
     if (offset == 0) {
       *why = "a model starting with an embedding is named as nanoGPT's only when its layers are embedding, "
              "transformer_block..., layernorm, lm_head (as models/gpt.lua builds it)";
-      return "";
+      return false;
     }
     built = layers.size();
   }
   if (!gpt) {
     std::vector<const Layer*> list;
     for (const auto& l : layers) list.push_back(l.get());
-    if (!sequence_tensors(spec.layers, list, "", params.data(), iterations, &offset, &built, tensors, why)) return "";
+    if (!sequence_tensors(spec.layers, list, "", params.data(), iterations, &offset, &built, tensors, why))
+      return false;
   }
   if (built != layers.size() || offset != params.size()) {
     *why = "the model's " + std::to_string(layers.size()) + " layers and " + std::to_string(params.size()) +
            " parameters do not match its spec's layers (" + std::to_string(built) + " layers, " +
            std::to_string(offset) + " parameters named)";
-    return "";
+    return false;
   }
+  return true;
+}
+
+}  // namespace
+
+std::vector<SafetensorsEntry> safetensors_entries(const ModelSpec& spec, const Model& model,
+                                                  const std::vector<float>& params, std::string* why) {
+  std::vector<NamedTensor> tensors;
+  if (!named_tensors(spec, model, params, 0, tensors, why)) return {};
+  std::vector<SafetensorsEntry> out;
+  const float* begin = params.data();
+  const float* end = begin + params.size();
+  for (NamedTensor& t : tensors) {
+    const bool in_params = t.source && t.source >= begin && t.source < end;
+    out.push_back({t.name, t.dtype, t.shape, in_params ? static_cast<int64_t>(t.source - begin) : -1});
+  }
+  return out;
+}
+
+std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const std::vector<float>& params,
+                              int64_t iterations, std::string* why) {
+  std::vector<NamedTensor> tensors;
+  if (!named_tensors(spec, model, params, iterations, tensors, why)) return "";
   nlohmann::json header = nlohmann::json::object();
   // The model file's layers, so that a reader can build the equivalent nn.Sequential
   // (tools/golden/safetensors_model.py does). Metadata values are strings.

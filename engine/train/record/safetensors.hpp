@@ -40,6 +40,17 @@ namespace tandem {
 // `why` set where a layer kind has no PyTorch naming here.
 std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const std::vector<float>& params,
                               int64_t iterations, std::string* why);
+// The tensors safetensors_bytes would write, in its order, without their data: each
+// one's name, dtype, shape and where it starts in the flat parameter buffer (-1 for
+// a layer's state: batch norm's running statistics and step count), or {} with `why`
+// set. init_from (engine/train/checkpoint/init_from.hpp) reads files by these.
+struct SafetensorsEntry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  int64_t flat_offset = -1;
+};
+std::vector<SafetensorsEntry> safetensors_entries(const ModelSpec& spec, const Model& model,
+                                                  const std::vector<float>& params, std::string* why);
 // Writes `path` when the model can be named; otherwise logs a warning saying why.
 void export_safetensors(const std::string& path, const ModelSpec& spec, const Model& model,
                         const std::vector<float>& params, int64_t iterations);

@@ -8,11 +8,46 @@
 -- length; 64 without one; the input may be shorter, never longer), dropout (0: embd,
 -- attention and residual dropout, as GPT-2's pdrop), vocab (the data's classes; must
 -- equal them, as the tied head predicts one of vocab tokens).
+-- preset: 'gpt2' | 'gpt2-medium' | 'gpt2-large' | 'gpt2-xl', the published sizes
+-- (Radford et al., 2019; Hugging Face's configs): n_layer, n_head and n_embd set by
+-- the preset (giving one of them too is an error), a context of at most 1,024
+-- tokens (data.seq_len up to 1024; a checkpoint's longer position embedding is cut
+-- to it by init_from). With data.vocab = 50257 they are GPT-2's 124M, 350M, 774M
+-- and 1.56B parameters (the tied head counted once).
 -- The parameter layout (what a PyTorch replay follows) is in
 -- engine/nn/transformer_block.hpp.
 local nn = require 'tandem.nn'
 
+local PRESETS = {
+  ['gpt2'] = { n_layer = 12, n_head = 12, n_embd = 768 },
+  ['gpt2-medium'] = { n_layer = 24, n_head = 16, n_embd = 1024 },
+  ['gpt2-large'] = { n_layer = 36, n_head = 20, n_embd = 1280 },
+  ['gpt2-xl'] = { n_layer = 48, n_head = 25, n_embd = 1600 },
+}
+local PRESET_CONTEXT = 1024
+
 return function(args)
+  local preset = args.preset
+  if preset ~= nil then
+    local sizes = PRESETS[preset]
+    if not sizes then
+      error(string.format("gpt: model_args.preset = %s is not a GPT-2 size; use 'gpt2', 'gpt2-medium', "
+                            .. "'gpt2-large' or 'gpt2-xl'", tostring(preset)), 0)
+    end
+    for _, k in ipairs({ 'n_layer', 'n_head', 'n_embd' }) do
+      if args[k] ~= nil then
+        error(string.format("gpt: model_args.%s is set by preset = %s (%d); leave it out, or leave the preset out "
+                              .. "(on the command line, give model_args whole: 'model_args={preset = \"%s\"}')",
+                            k, preset, sizes[k], preset), 0)
+      end
+    end
+    local length = type(args.input) == 'table' and args.input[1] or nil
+    if length and length > PRESET_CONTEXT then
+      error(string.format('gpt: preset = %s has a context of %d tokens; data.seq_len = %d is longer', preset,
+                          PRESET_CONTEXT, length), 0)
+    end
+    args.n_layer, args.n_head, args.n_embd = sizes.n_layer, sizes.n_head, sizes.n_embd
+  end
   local function int_arg(name, default)
     local v = args[name]
     if v == nil then return default end

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/data/datasets.hpp"
@@ -376,4 +377,31 @@ BOOST_AUTO_TEST_CASE(experiment_keys_reach_the_data_set) {
   CHECK_CONTAINS(error_of([&] { load_experiment(path, {"sync.mode=local"}); }), "data.name = 'tokens'");
   CHECK_CONTAINS(error_of([&] { load_experiment(path, {"data.on_device=always"}); }),
                  "cannot hold the tokens data set on the device");
+}
+
+// models/gpt.lua's GPT-2 presets: the published sizes, a context of at most 1024.
+BOOST_AUTO_TEST_CASE(gpt2_presets_set_the_published_sizes) {
+  TempDir tmp("tokens-presets");
+  const std::string t = write_nanogpt(tmp, "train.bin", tokens(5000, 1));
+  const std::string path = tmp.write("e.lua", "return { model = 'gpt', model_args = { preset = 'gpt2-medium' }, "
+                                              "data = { name = 'tokens', train = {'" + t + "'}, validation = {'" + t +
+                                              "'}, seq_len = 256 } }");
+  const ExperimentConfig c = load_experiment(path, {});
+  BOOST_REQUIRE(c.model.layers.size() == 24u + 3u);
+  BOOST_TEST(c.model.layers[0].args.at("n_embd") == 1024);
+  BOOST_TEST(c.model.layers[1].args.at("n_head") == 16);
+  BOOST_TEST(c.model.classes == 50257);
+  for (const auto& [preset, layers, heads, width] :
+       std::vector<std::tuple<std::string, size_t, double, double>>{
+           {"gpt2", 12, 12, 768}, {"gpt2-large", 36, 20, 1280}, {"gpt2-xl", 48, 25, 1600}}) {
+    const ExperimentConfig p = load_experiment(path, {"model_args={preset = '" + preset + "'}"});
+    BOOST_TEST(p.model.layers.size() == layers + 3);
+    BOOST_TEST(p.model.layers[1].args.at("n_head") == heads);
+    BOOST_TEST(p.model.layers[0].args.at("n_embd") == width);
+  }
+  CHECK_CONTAINS(error_of([&] { load_experiment(path, {"model_args.n_layer=2"}); }),
+                 "model_args.n_layer is set by preset = gpt2-medium (24)");
+  CHECK_CONTAINS(error_of([&] { load_experiment(path, {"model_args.preset=gpt3"}); }), "is not a GPT-2 size");
+  CHECK_CONTAINS(error_of([&] { load_experiment(path, {"data.seq_len=2048"}); }),
+                 "a context of 1024 tokens; data.seq_len = 2048 is longer");
 }

@@ -11,7 +11,7 @@
 namespace tandem {
 
 struct DataConfig {
-  std::string name = "fashion-mnist";  // fashion-mnist | synthetic | text | tokens
+  std::string name = "fashion-mnist";  // fashion-mnist | cifar10 | synthetic | text | tokens
   std::string dir = "/usr/share/datasets/fashion-mnist";
   // synthetic only: shape of one sample, number of classes, train/test sizes.
   Shape shape = {1, 28, 28};
@@ -34,6 +34,9 @@ struct DataConfig {
   int vocab = 50257;
   std::string format = "auto";
   int64_t validation_windows = 512;
+  // cifar10 only (engine/data/cifar10.hpp): random crops and flips of the training
+  // images, drawn from seed above.
+  bool augment = true;
   // Whether the data set is held in the device's memory and gathered there by index:
   // 'auto', 'always' or 'never' (engine/train/device_input.hpp).
   std::string on_device = "auto";

@@ -26,6 +26,15 @@ public:
   // sample i's at [i * targets_per_sample(), (i + 1) * targets_per_sample()).
   // indices in [0, size()).
   virtual void gather(const int64_t* indices, int64_t count, float* x, int32_t* labels) const = 0;
+  // The same for a batch drawn in `epoch`: a data set that augments its samples
+  // (cifar10's random crops and flips) draws each sample's augmentation from its
+  // seed, the epoch and the sample's index, so that a sample looks the same however
+  // the global batch is split (each sample is drawn once an epoch) and differently
+  // from one epoch to the next. The rest ignore the epoch.
+  virtual void gather_drawn(const int64_t* indices, int64_t count, int64_t epoch, float* x, int32_t* labels) const {
+    (void)epoch;
+    gather(indices, count, x, labels);
+  }
 
   // Samples stored as bytes can travel as bytes (a quarter of the traffic to a GPU)
   // and be normalised on the device: value = byte * scale + shift.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/core/error.hpp"
+#include "engine/data/cifar10.hpp"
 #include "engine/data/fashion_mnist.hpp"
 #include "engine/data/synthetic.hpp"
 #include "engine/data/text_corpus.hpp"
@@ -15,17 +16,25 @@ namespace tandem {
 
 std::unique_ptr<Dataset> make_dataset(const DataConfig& cfg, bool train) {
   if (cfg.name == "fashion-mnist") return load_fashion_mnist(cfg.dir, train);
+  if (cfg.name == "cifar10") return load_cifar10(cfg, train);
   if (cfg.name == "synthetic")
     return make_synthetic(cfg.shape, cfg.classes, train ? cfg.train_size : cfg.test_size, cfg.seed, train ? 0 : 1);
   if (cfg.name == "text") return make_text_dataset(cfg, train);
   if (cfg.name == "tokens") return make_token_dataset(cfg, train);
-  TANDEM_FAIL_HINT("use data.name = 'fashion-mnist', 'synthetic', 'text' or 'tokens'", "unknown data set '",
+  TANDEM_FAIL_HINT("use data.name = 'fashion-mnist', 'cifar10', 'synthetic', 'text' or 'tokens'", "unknown data set '",
                    cfg.name, "'");
 }
 
 int64_t dataset_size(const DataConfig& cfg, bool train) {
   if (cfg.name == "fashion-mnist") return fashion_mnist_size(cfg.dir, train);
   if (cfg.name == "synthetic") return train ? cfg.train_size : cfg.test_size;
+  if (cfg.name == "cifar10") {  // from the files' sizes: nothing read
+    check_cifar10_files(cfg.dir);
+    int64_t records = 0;
+    for (const std::string& f : cifar10_files(cfg.dir, train))
+      records += static_cast<int64_t>(std::filesystem::file_size(f)) / kCifarRecordBytes;
+    return records;
+  }
   return make_dataset(cfg, train)->size();
 }
 
@@ -38,6 +47,7 @@ void check_dataset_files(const DataConfig& cfg) {
     return;
   }
   if (cfg.name == "tokens") return check_token_files(cfg);
+  if (cfg.name == "cifar10") return check_cifar10_files(cfg.dir);
   if (cfg.name != "fashion-mnist") return;  // synthetic data is generated
   const std::vector<std::string> files = fashion_mnist_files(cfg.dir);
   std::string names;

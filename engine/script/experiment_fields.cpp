@@ -412,7 +412,7 @@ Fields<DataConfig> data_fields() {
           at<D>("seq_len", &D::seq_len),     at<D>("validation", &D::validation),
           train,                             validation_files,
           at<D>("vocab", &D::vocab),         at<D>("format", &D::format),
-          at<D>("validation_windows", &D::validation_windows),
+          at<D>("validation_windows", &D::validation_windows), at<D>("augment", &D::augment),
           at<D>("on_device", &D::on_device)};
 }
 

@@ -12,7 +12,7 @@ int64_t BatchLoader::start_of(int64_t iteration) const {
 
 void BatchLoader::fill(int slot, const Slice& s) {
   sampler_.slice_at(s.start, s.offset, s.count, indices_);
-  input_.fill(indices_.data(), s.count, x_[slot], labels_[slot]);
+  input_.fill(indices_.data(), s.count, x_[slot], labels_[slot], s.start / sampler_.dataset_size());
   slice_[slot] = s;
 }
 

@@ -143,7 +143,7 @@ void DeviceInput::check_indices(const int64_t* indices, int64_t count) const {
                  data_.name(), " of size ", data_.size(), " (a bug in the sampler)");
 }
 
-void DeviceInput::fill(const int64_t* indices, int64_t count, Tensor& x, Tensor& labels) {
+void DeviceInput::fill(const int64_t* indices, int64_t count, Tensor& x, Tensor& labels, int64_t epoch) {
   Shape shape{count};
   shape.insert(shape.end(), data_.sample_shape().begin(), data_.sample_shape().end());
   x.ensure(dev_, shape);
@@ -166,7 +166,7 @@ void DeviceInput::fill(const int64_t* indices, int64_t count, Tensor& x, Tensor&
     return;
   }
   if (dev_.kind() == DeviceKind::cpu) {
-    data_.gather(indices, count, x.data(), label_data(labels));
+    data_.gather_drawn(indices, count, epoch, x.data(), label_data(labels));
     check_labels(data_, label_data(labels), label_count);
     return;
   }
@@ -177,7 +177,7 @@ void DeviceInput::fill(const int64_t* indices, int64_t count, Tensor& x, Tensor&
     dev_.upload_normalized(x.data(), bytes, values, form->scale, form->shift);
   } else {
     auto* floats = static_cast<float*>(staging(samples_staging_, values * sizeof(float)));
-    data_.gather(indices, count, floats, staged_labels);
+    data_.gather_drawn(indices, count, epoch, floats, staged_labels);
     dev_.upload(x.data(), floats, values);
   }
   check_labels(data_, staged_labels, label_count);

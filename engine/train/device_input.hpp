@@ -41,7 +41,8 @@ public:
 
   // Makes x hold samples indices[0..count) of the data set ([count, ...sample shape])
   // and labels their labels: count * targets_per_sample() int32, sample by sample.
-  void fill(const int64_t* indices, int64_t count, Tensor& x, Tensor& labels);
+  // epoch: the epoch the batch is drawn in (Dataset::gather_drawn: augmentation).
+  void fill(const int64_t* indices, int64_t count, Tensor& x, Tensor& labels, int64_t epoch = 0);
   // The int32 labels a fill() wrote into `labels` (device memory).
   static const int32_t* labels_of(const Tensor& labels) { return reinterpret_cast<const int32_t*>(labels.data()); }
 

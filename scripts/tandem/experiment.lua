@@ -60,10 +60,14 @@ M.schema = record {
                          doc = 'a model under models/ (mlp, lenet), or a path to a model .lua file' }),
   model_args = free { doc = 'passed to the model function, next to input and classes' },
   data = record {
-    name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic', 'text', 'tokens' },
+    name = string_('fashion-mnist', { one_of = { 'fashion-mnist', 'synthetic', 'text', 'tokens', 'cifar10' },
                                       doc = 'text: byte-level text for a language model (model = \'gpt\'); '
                                          .. "tokens: nanoGPT's or llm.c's token files (model = 'gpt')" }),
-    dir = string_('/usr/share/datasets/fashion-mnist', { doc = 'fashion-mnist: the IDX files' }),
+    dir = string_('/usr/share/datasets/fashion-mnist', { doc = "fashion-mnist: the IDX files; cifar10: the binary "
+                                                             .. "version's cifar-10-batches-bin folder (default "
+                                                             .. "for cifar10: data/cifar-10-batches-bin)" }),
+    augment = boolean(true, { doc = 'cifar10: random 32x32 crops of the image padded by 4 and horizontal flips of '
+                                 .. 'the training images, drawn from data.seed, the epoch and the sample' }),
     shape = array({ 1, 28, 28 }, { doc = 'synthetic: the shape of one sample' }),
     classes = integer(10, { min = 2, max = MAX_INT, doc = 'synthetic: the number of classes' }),
     train_size = integer(60000, { min = 1, doc = 'synthetic: training samples' }),
@@ -326,6 +330,8 @@ M.schema = record {
 M.text_classes = 256
 M.datasets = {
   ['fashion-mnist'] = { shape = { 1, 28, 28 }, classes = 10, train_size = 60000, test_size = 10000 },
+  cifar10 = { shape = { 3, 32, 32 }, classes = 10, train_size = 50000, test_size = 10000,
+              dir = 'data/cifar-10-batches-bin' },
 }
 
 local SCHEMA_HINT = 'every key an experiment may hold is listed, with its default, in scripts/tandem/experiment.lua'
@@ -970,13 +976,20 @@ function M.resolve(exp, overrides, source, world)
 
   local data = exp.data
   local builtin = M.datasets[data.name]
+  -- A data set's own folder where data.dir was left at fashion-mnist's.
+  if builtin and builtin.dir and not ctx.origin['data.dir'] and data.dir == M.schema.fields.data.fields.dir.default then
+    data.dir = builtin.dir
+  end
   if builtin then
-    if not same_list(data.shape, builtin.shape) or data.classes ~= builtin.classes then
+    local defaults = M.schema.fields.data.fields
+    local given = not same_list(data.shape, defaults.shape.default) or data.classes ~= defaults.classes.default
+    if given and (not same_list(data.shape, builtin.shape) or data.classes ~= builtin.classes) then
       fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
            string.format('data.shape and data.classes are fixed for %s (%s, %d classes)', data.name,
                          table.concat(builtin.shape, 'x'), builtin.classes),
            "leave them out, or use data.name = 'synthetic'")
     end
+    data.shape, data.classes = deep_copy(builtin.shape), builtin.classes
   end
   -- Only a data set stored as rows of bytes can be held on the device
   -- (engine/train/device_input.hpp): said before anything starts, not by every rank.

@@ -37,7 +37,7 @@ for study in studies:
     if not re.search(r"^-- Papers?: ", head, re.M):
         fail(f"{study}/base.lua does not name its paper")
     for name in sorted(os.listdir(os.path.join(SUITE, study))):
-        if not name.endswith(".lua") or name == "base.lua":
+        if not name.endswith(".lua") or name.startswith("base"):  # base*.lua: shared by the variants
             continue
         out = os.path.join(SCRATCH, study, name[:-4])
         shutil.rmtree(out, ignore_errors=True)

@@ -17,5 +17,6 @@ mkdir -p bench-results
 /usr/bin/python3 tools/bench/sync_transport.py "$build" --out bench-results/sync_transport.json
 /usr/bin/python3 tools/bench/sim_scale.py "$build" --out bench-results/sim_scale.json
 /usr/bin/python3 tools/bench/sim_fidelity.py "$build" --out bench-results/sim_fidelity.json
+/usr/bin/python3 tools/bench/token_files_open.py "$build" --out bench-results/token_files_open.json
 # The experiment suite (the papers' results, docs/results.md), reports included.
 /usr/bin/python3 tools/experiments/run.py --build "$build" --out bench-results/experiments

@@ -40,7 +40,7 @@ def natural(name):
 def variants(study):
     d = os.path.join(SUITE, study)
     return [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)), key=natural)
-            if f.endswith(".lua") and f != "base.lua"]
+            if f.endswith(".lua") and not f.startswith("base")]  # base*.lua: what variants share
 
 
 def command_of(path):
@@ -177,7 +177,53 @@ def extra_adaptive(out_dir, dirs):
               f"to target {f'{t:.2f} s' if t else 'not reached'}{ratio}")
 
 
-EXTRAS = {"dynamic_stragglers": extra_dynamic, "grouped_stalls": extra_grouped, "gpu_profiles": extra_gpu,
+LBB_PAPER_MS = (81.8, 81.5, 85.4, 392.9)  # the equal split's step times, local batch 128 each
+LBB_PAPER_SPLIT, LBB_PAPER_STEP_MS = (167, 167, 158, 20), 104
+
+
+def minmax_optimum(times_ms, at_batch, total):
+    """The exact integer min-max split of `total` samples over workers whose step is
+    t * b / at_batch: the least T at which the batches that fit in T add up to total."""
+    candidates = sorted({t * b / at_batch for t in times_ms for b in range(1, total + 1)})
+    lo, hi = 0, len(candidates) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sum(int(candidates[mid] * at_batch / t + 1e-9) for t in times_ms) >= total:
+            hi = mid
+        else:
+            lo = mid + 1
+    fits = [int(candidates[lo] * at_batch / t + 1e-9) for t in times_ms]
+    extra = sum(fits) - total  # more fit than needed: take them from the workers with most slack
+    for i in sorted(range(len(fits)), key=lambda i: fits[i] * times_ms[i])[:extra]:
+        fits[i] -= 1
+    return candidates[lo], fits
+
+
+def extra_lbb(out_dir, dirs):
+    opt_ms, opt_split = minmax_optimum(LBB_PAPER_MS, 128, 512)
+    paper_max = max(b * t / 128 for b, t in zip(LBB_PAPER_SPLIT, LBB_PAPER_MS))
+    print(f"\nLBB's workload (ResNet-18, CIFAR-10, B = 512; the paper's equal-split times {list(LBB_PAPER_MS)} ms as "
+          f"profiles proportional to the batch):\n  exact min-max optimum {opt_ms:.2f} ms, split {opt_split}; the "
+          f"paper's split {list(LBB_PAPER_SPLIT)} reported at about {LBB_PAPER_STEP_MS} ms ({paper_max:.2f} ms under "
+          f"these profiles)")
+    for d in dirs:
+        name = os.path.basename(d)
+        rows, _ = load_trace(d)
+        tail = rows[-100:] if name.startswith("simulated_") else rows[-5:]  # emulated: 12 steps, the last 5
+        if not tail:
+            continue
+        step = statistics.mean(r["step_ms"] for r in tail)
+        plan = [round(statistics.mean(r["workers"][w]["local_batch"] for r in tail)) for w in range(len(tail[0]["workers"]))]
+        if name.startswith("simulated_"):
+            compute = max(b * t / 128 for b, t in zip(plan, LBB_PAPER_MS))
+            print(f"  {name:24s} step {step:7.2f} ms (compute {compute:7.2f} ms, {compute / opt_ms:.3f} of the optimum, "
+                  f"{step / LBB_PAPER_STEP_MS:.2f} of the paper's), plan {plan}")
+        else:
+            print(f"  {name:24s} step {step:7.2f} ms over its last 5 steps, plan {plan} (CPU workers at the GPUs' "
+                  f"relative speeds)")
+
+
+EXTRAS = {"dynamic_stragglers": extra_dynamic, "lbb_resnet18_cifar10": extra_lbb, "grouped_stalls": extra_grouped, "gpu_profiles": extra_gpu,
           "scale": extra_scale, "adaptive_batch": extra_adaptive}
 
 

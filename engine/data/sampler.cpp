@@ -39,7 +39,7 @@ void GlobalSampler::slice(int64_t iteration, int64_t offset, int64_t count, std:
 }
 
 FeistelPermutation::FeistelPermutation(int64_t n, uint64_t key) : n_(n) {
-  TANDEM_CHECK(n >= 1, "a permutation of ", n, " elements");
+  TANDEM_CHECK(n >= 1 && n <= (int64_t{1} << 62), "a permutation of ", n, " elements (1 to 2^62)");
   int bits = 2;  // an even number of bits, 2^bits >= n: each half holds bits / 2
   while (bits < 62 && (int64_t{1} << bits) < n) bits += 2;
   half_bits_ = bits / 2;

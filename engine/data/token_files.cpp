@@ -53,8 +53,10 @@ TokenShardInfo inspect(int fd, const std::string& path, const std::string& forma
   const int64_t bytes = file_bytes(fd, path);
   int32_t header[3] = {0, 0, 0};
   bool magic = false;
-  if (bytes >= kLlmcHeaderBytes) {
-    if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header))
+  // A file that starts with the magic is an llm.c shard, whole or cut short.
+  const ssize_t want = static_cast<ssize_t>(std::min<int64_t>(bytes, static_cast<int64_t>(sizeof header)));
+  if (want >= 4) {
+    if (::pread(fd, header, static_cast<size_t>(want), 0) != want)
       TANDEM_FAIL_HINT("check the file", "token file '", path, "': reading its header failed: ", errno_text());
     magic = static_cast<uint32_t>(header[0]) == kLlmcMagic;
   }
@@ -106,12 +108,11 @@ public:
       // batch asked for.
       if (random_access) ::madvise(p, static_cast<size_t>(bytes_), MADV_RANDOM);
     }
-    fd_ = fd.fd;
-    fd.fd = -1;  // kept open: gather checks the file was not cut short since
+    // The descriptor closes here (the mapping stays): a data set of a thousand
+    // shards does not hold a thousand files open.
   }
   ~MappedShard() {
     if (base_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(bytes_));
-    if (fd_ >= 0) ::close(fd_);
   }
   MappedShard(const MappedShard&) = delete;
   MappedShard& operator=(const MappedShard&) = delete;
@@ -119,10 +120,12 @@ public:
   const TokenShardInfo& info() const { return info_; }
   const uint16_t* tokens() const { return reinterpret_cast<const uint16_t*>(base_ + info_.header_bytes); }
   // A file cut short after it was mapped would end the process with SIGBUS at the
-  // first page past its new end: say so as an error before reading.
+  // first page past its new end: say so as an error before reading. Best effort: a
+  // file cut between this check and the read still ends the process (the check is
+  // one stat of the path per window, a few microseconds against a step).
   void check_not_truncated() const {
     struct stat st {};
-    if (::fstat(fd_, &st) == 0 && static_cast<int64_t>(st.st_size) < bytes_)
+    if (::stat(info_.path.c_str(), &st) == 0 && static_cast<int64_t>(st.st_size) < bytes_)
       TANDEM_FAIL_HINT("restore the file (training resumes from the run's last checkpoint with --resume)",
                        "token file '", info_.path, "' was cut short while training read it: ",
                        static_cast<int64_t>(st.st_size), " bytes where it had ", bytes_);
@@ -132,7 +135,6 @@ private:
   TokenShardInfo info_;
   const uint8_t* base_ = nullptr;
   int64_t bytes_ = 0;
-  int fd_ = -1;
 };
 
 class TokenWindows final : public Dataset {
@@ -240,7 +242,8 @@ std::vector<std::string> token_files(const std::vector<std::string>& patterns, c
       continue;
     }
     glob_t g{};
-    const int rc = ::glob(p.c_str(), GLOB_ERR, nullptr, &g);
+    // No GLOB_ERR: a folder that does not exist is a pattern that matches no file.
+    const int rc = ::glob(p.c_str(), 0, nullptr, &g);
     std::vector<std::string> matched(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
     ::globfree(&g);
     if (rc == GLOB_NOMATCH || (rc == 0 && matched.empty())) TANDEM_FAIL_HINT(hint, key, ": '", p, "' matches no file");

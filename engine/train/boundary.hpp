@@ -105,6 +105,9 @@ public:
   // Every rank, after r.done iterations: the decisions applied (the plan swapped).
   // Returns true when the run stops here.
   bool apply(Control& c, int64_t done, Plan& plan);
+  // A test evaluation after `done` iterations (every rank); true when the target is
+  // reached.
+  bool evaluate(int64_t done);
   // Whether apply(c, done) will do nothing but hand back control: no plan, stop,
   // pause, checkpoint, slowdown, evaluation or last iteration. A fused step may stay
   // unread across such a boundary (sync/bsp_step.hpp). Keep it in step with apply():
@@ -125,8 +128,6 @@ private:
   void record(int64_t iteration, const SyncRecord* sync = nullptr);
   SyncRecord segment_record(const SegmentResult& seg, const Plan& plan) const;
   void policy_on_segment(const SegmentResult& seg, const Plan& plan, int64_t done, Control& c);
-  // A test evaluation after `done` iterations; true when the target is reached.
-  bool evaluate(int64_t done);
   // The last iteration's stats recorded (before the final evaluation, or at the end).
   void record_last(int64_t done);
   void checkpoint_if_decided(int64_t done, const Plan& in_force, const Control& c);

@@ -382,6 +382,10 @@ void Trainer::start_loop() {
 RunSummary Trainer::run() {
   start_loop();
   int64_t t = first_;
+  // A model that starts from a file's weights is evaluated before its first step
+  // (nanoGPT's step 0): the run records what it starts from. One at its target
+  // already has nothing to train.
+  if (!cfg_.init_from.empty() && !cfg_.resume && boundary_->evaluate(t)) return boundary_->finish(t, plan_);
   while (t < length_.max_iterations) {
     boundary_->open(t, plan_);  // rank 0: the console's commands since the last boundary
     if (random_plans_)

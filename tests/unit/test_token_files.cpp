@@ -216,6 +216,14 @@ BOOST_AUTO_TEST_CASE(bad_files_are_errors_naming_the_file) {
   CHECK_CONTAINS(msg, "data.train: the training split (" + tmp.file("empty.bin") + ") holds no tokens");
   msg = error_for(tmp.file("none_*.bin"));
   CHECK_CONTAINS(msg, "data.train: '" + tmp.file("none_*.bin") + "' matches no file");
+  msg = error_for(tmp.file("no_folder/*.bin"));  // a glob under a folder that is not there
+  CHECK_CONTAINS(msg, "data.train: '" + tmp.file("no_folder/*.bin") + "' matches no file");
+  {  // an llm.c shard cut inside its header, told from the magic under 'auto'
+    const int32_t magic = static_cast<int32_t>(kLlmcMagic);
+    std::ofstream(tmp.file("cut.bin"), std::ios::binary).write(reinterpret_cast<const char*>(&magic), 4);
+  }
+  msg = error_for(tmp.file("cut.bin"));
+  CHECK_CONTAINS(msg, "shorter than llm.c's 1024-byte header");
   msg = error_for(tmp.file("missing.bin"));
   CHECK_CONTAINS(msg, "data.train: '" + tmp.file("missing.bin") + "' does not exist");
   msg = error_for(tmp.path.string());

@@ -37,19 +37,24 @@ public:
     if (fd < 0) TANDEM_FAIL_HINT("check init_from's path and its permissions", "init_from: '", path,
                                  "' cannot be opened: ", std::strerror(errno));
     struct stat st {};
-    const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    const bool stated = ::fstat(fd, &st) == 0;
+    const int stat_errno = errno;
+    const bool ok = stated && S_ISREG(st.st_mode);
     bytes_ = ok ? static_cast<int64_t>(st.st_size) : 0;
     if (ok && bytes_ >= 8) {
       void* p = ::mmap(nullptr, static_cast<size_t>(bytes_), PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p != MAP_FAILED) base_ = static_cast<const uint8_t*>(p);
+      if (p != MAP_FAILED) map_.reset(p, static_cast<size_t>(bytes_));
     }
+    const int map_errno = errno;
     ::close(fd);
+    TANDEM_CHECK_HINT(stated, "check the file", "init_from: '", path, "': fstat failed: ", std::strerror(stat_errno));
     TANDEM_CHECK_HINT(ok, "point init_from at a .safetensors file", "init_from: '", path,
                       "' is not a regular file");
     TANDEM_CHECK_HINT(bytes_ >= 8, kHint, "init_from: '", path, "' is ", bytes_,
                       " bytes, too short for a safetensors file");
-    TANDEM_CHECK_HINT(base_, "check the file system supports mmap", "init_from: '", path, "' cannot be mapped: ",
-                      std::strerror(errno));
+    TANDEM_CHECK_HINT(map_.base, "check the file system supports mmap", "init_from: '", path, "' cannot be mapped: ",
+                      std::strerror(map_errno));
+    base_ = static_cast<const uint8_t*>(map_.base);
     uint64_t header_len = 0;
     std::memcpy(&header_len, base_, 8);
     TANDEM_CHECK_HINT(header_len <= static_cast<uint64_t>(bytes_ - 8), "the file is truncated or not safetensors",
@@ -69,29 +74,42 @@ public:
       if (it.key() == "__metadata__") continue;
       const nlohmann::json& t = it.value();
       Entry e;
-      try {
-        e.dtype = t.at("dtype").get<std::string>();
-        e.shape = t.at("shape").get<std::vector<int64_t>>();
-        const auto offsets = t.at("data_offsets").get<std::vector<int64_t>>();
-        TANDEM_CHECK(offsets.size() == 2, "data_offsets holds ", offsets.size(), " values");
-        e.begin = offsets[0];
-        e.end = offsets[1];
-      } catch (const std::exception& ex) {
-        TANDEM_FAIL_HINT("the file is not safetensors, or is damaged", "init_from: '", path, "': tensor '",
-                         it.key(), "' has no readable dtype, shape and data_offsets (", ex.what(), ")");
-      }
+      // Whole, non-negative numbers only: a float or a negative value in a hostile
+      // header is refused before any arithmetic on it.
+      const auto naturals = [&](const nlohmann::json& v, const char* what) {
+        TANDEM_CHECK_HINT(v.is_array(), "the file is not safetensors, or is damaged", "init_from: '", path,
+                          "': tensor '", it.key(), "' has no ", what, " list");
+        std::vector<int64_t> out;
+        for (const nlohmann::json& x : v) {
+          TANDEM_CHECK_HINT(x.is_number_unsigned() && x.get<uint64_t>() <= (uint64_t{1} << 62),
+                            "the file is not safetensors, or is damaged", "init_from: '", path, "': tensor '",
+                            it.key(), "' has ", what, " value ", x.dump(), " (whole numbers from 0 to 2^62)");
+          out.push_back(static_cast<int64_t>(x.get<uint64_t>()));
+        }
+        return out;
+      };
+      TANDEM_CHECK_HINT(t.is_object() && t.contains("dtype") && t["dtype"].is_string() && t.contains("shape") &&
+                            t.contains("data_offsets"),
+                        "the file is not safetensors, or is damaged", "init_from: '", path, "': tensor '", it.key(),
+                        "' has no dtype, shape and data_offsets");
+      e.dtype = t["dtype"].get<std::string>();
+      e.shape = naturals(t["shape"], "shape");
+      const std::vector<int64_t> offsets = naturals(t["data_offsets"], "data_offsets");
+      TANDEM_CHECK_HINT(offsets.size() == 2, "the file is not safetensors, or is damaged", "init_from: '", path,
+                        "': tensor '", it.key(), "' has ", offsets.size(), " data_offsets, not 2");
+      e.begin = offsets[0];
+      e.end = offsets[1];
       int64_t count = 1;
-      for (int64_t d : e.shape) count *= d;
-      TANDEM_CHECK_HINT(e.begin >= 0 && e.begin <= e.end && e.end <= data_bytes &&
-                            e.end - e.begin == count * element_bytes(it.key(), e.dtype),
+      bool overflow = false;
+      for (int64_t d : e.shape) overflow |= __builtin_mul_overflow(count, d, &count);
+      int64_t bytes = 0;
+      overflow |= __builtin_mul_overflow(count, element_bytes(it.key(), e.dtype), &bytes);
+      TANDEM_CHECK_HINT(!overflow && e.begin <= e.end && e.end <= data_bytes && e.end - e.begin == bytes,
                         "the file is truncated or damaged", "init_from: '", path, "': tensor '", it.key(),
                         "' has data_offsets [", e.begin, ", ", e.end, ") for ", count, " ", e.dtype,
                         " values, outside the file's ", data_bytes, " bytes of data or the wrong size");
       entries_[it.key()] = std::move(e);
     }
-  }
-  ~SafetensorsFile() {
-    if (base_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(bytes_));
   }
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -153,7 +171,21 @@ private:
     return f;
   }
 
+  // The mapping, released however the constructor ends (a damaged file throws).
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+    void reset(void* b, size_t n) {
+      base = b;
+      bytes = n;
+    }
+    ~Mapping() {
+      if (base) ::munmap(base, bytes);
+    }
+  };
+
   std::string path_;
+  Mapping map_;
   const uint8_t* base_ = nullptr;
   const uint8_t* data_ = nullptr;
   int64_t bytes_ = 0;
@@ -273,6 +305,8 @@ void init_from_safetensors(const std::string& path, bool strict, const ModelSpec
                       "' has no place for (", extra.size(), " such tensors)");
   }
   TANDEM_CHECK_HINT(loaded > 0, kHint, "init_from: '", path, "' holds none of model '", spec.name, "''s tensors");
+  TANDEM_CHECK(state_at == state.size(), "init_from: ", state_at, " values of layer state named, the model holds ",
+               state.size(), " (a bug in tandem's safetensors naming)");
   model.device().copy_from_host(model.params().data(), params.data(), params.size());
   if (!state.empty()) model.load_layer_state(state);
   log::info("init_from: {} tensors from {}{}{}{}", loaded, path, hf ? " (Hugging Face's GPT-2 layout)" : "",

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p bench-results
 /usr/bin/python3 tools/bench/mlp_vs_torch.py "$build" --out bench-results/mlp_vs_torch.json
 /usr/bin/python3 tools/bench/gpt_cpu_vs_torch.py "$build" --out bench-results/gpt_cpu_vs_torch.json
+/usr/bin/python3 tools/bench/gpt2_cpu_vs_torch.py "$build" --out bench-results/gpt2_cpu_vs_torch.json
 /usr/bin/python3 tools/bench/hetero_balance.py "$build" --out bench-results/hetero_balance.json
 "$build"/bench/tandem_kernels --out bench-results/kernels.json
 "$build"/bench/tandem_policy_bench --out bench-results/policy_cost.json

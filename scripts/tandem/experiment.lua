@@ -993,12 +993,15 @@ function M.resolve(exp, overrides, source, world)
   end
   -- Only a data set stored as rows of bytes can be held on the device
   -- (engine/train/device_input.hpp): said before anything starts, not by every rank.
-  if data.on_device == 'always' and (data.name == 'synthetic' or data.name == 'tokens') then
+  local not_rows = {
+    synthetic = 'its samples are computed as they are drawn',
+    tokens = 'its tokens are uint16, memory-mapped from files of any size',
+    cifar10 = 'its images are normalised per channel and augmented as they are gathered',
+  }
+  if data.on_device == 'always' and not_rows[data.name] then
     fail(ctx, 'data.on_device',
          string.format("data.on_device = 'always' cannot hold the %s data set on the device: it is not stored as a "
-                         .. 'row of bytes per sample (%s)', data.name,
-                       data.name == 'tokens' and 'its tokens are uint16, memory-mapped from files of any size'
-                         or 'its samples are computed as they are drawn'),
+                         .. 'row of bytes per sample (%s)', data.name, not_rows[data.name]),
          "set data.on_device = 'auto': batches are then gathered on the host and uploaded")
   end
   local input, classes = data.shape, data.classes

@@ -168,6 +168,8 @@ BOOST_AUTO_TEST_CASE(the_cifar_resnet18) {
   Model model(cpu_device(), c.model, 1);
   BOOST_TEST(model.param_count() == 11173962u);
   CHECK_CONTAINS(error_of([&] { load_experiment(path, {"model_args.depth=50"}); }), "must be 18 or 34");
+  CHECK_CONTAINS(error_of([&] { load_experiment(path, {"data.on_device=always"}); }),
+                 "cannot hold the cifar10 data set on the device");
   const std::string plain = tmp.write("p.lua", "return { model = 'resnet', data = { name = 'cifar10' } }");
   CHECK_CONTAINS(error_of([&] { load_experiment(plain, {}); }), "data/cifar-10-batches-bin");
 }

@@ -101,6 +101,13 @@ void check_cifar10_files(const std::string& dir) {
     }
 }
 
+int64_t cifar10_size(const std::string& dir, bool train) {
+  check_cifar10_files(dir);
+  int64_t records = 0;
+  for (const std::string& f : cifar10_files(dir, train)) records += file_size(f) / kCifarRecordBytes;
+  return records;
+}
+
 std::unique_ptr<Dataset> load_cifar10(const DataConfig& cfg, bool train) {
   check_cifar10_files(cfg.dir);
   std::vector<uint8_t> records;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine/core/error.hpp"
+#include "engine/data/file_names.hpp"
 
 namespace tandem {
 
@@ -19,14 +20,6 @@ namespace fs = std::filesystem;
 
 const char* const kHint = "install the default corpus with `apt-get install fortunes` (data.files = "
                           "{'/usr/share/games/fortunes'}), or point data.files at text files or folders of them";
-
-// Shown in messages: the files, or their count past a few.
-std::string describe(const std::vector<std::string>& files) {
-  std::string out;
-  for (size_t i = 0; i < files.size() && i < 3; ++i) out += (i ? ", " : "") + files[i];
-  if (files.size() > 3) out += " and " + std::to_string(files.size() - 3) + " more";
-  return out;
-}
 
 std::vector<uint8_t> read_all(const std::vector<std::string>& files) {
   std::vector<uint8_t> bytes;
@@ -191,7 +184,8 @@ TextSplit text_split(int64_t tokens, int seq_len, double validation, const std::
 std::unique_ptr<Dataset> make_text_dataset(const DataConfig& cfg, bool train) {
   const std::vector<std::string> files = text_corpus_files(cfg.files);
   auto text = shared_text(files);
-  const TextSplit s = text_split(static_cast<int64_t>(text->size()), cfg.seq_len, cfg.validation, describe(files));
+  const TextSplit s =
+      text_split(static_cast<int64_t>(text->size()), cfg.seq_len, cfg.validation, describe_files(files));
   if (train) return std::make_unique<TextWindows>(std::move(text), "text/train", cfg.seq_len, 0, 1, s.train_windows);
   return std::make_unique<TextWindows>(std::move(text), "text/validation", cfg.seq_len, s.train_tokens, cfg.seq_len,
                                        s.validation_windows);
@@ -212,7 +206,8 @@ double unigram_cross_entropy(const uint8_t* train, int64_t train_count, const ui
 double unigram_cross_entropy(const DataConfig& cfg) {
   const std::vector<std::string> files = text_corpus_files(cfg.files);
   const auto text = shared_text(files);
-  const TextSplit s = text_split(static_cast<int64_t>(text->size()), cfg.seq_len, cfg.validation, describe(files));
+  const TextSplit s =
+      text_split(static_cast<int64_t>(text->size()), cfg.seq_len, cfg.validation, describe_files(files));
   // The validation windows' targets: [train_tokens + 1, train_tokens + windows * seq_len].
   return unigram_cross_entropy(text->data(), s.train_tokens, text->data() + s.train_tokens + 1,
                                s.validation_windows * cfg.seq_len);

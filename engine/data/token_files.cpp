@@ -1,17 +1,15 @@
 #include "engine/data/token_files.hpp"
 
-#include <fcntl.h>
 #include <glob.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "engine/core/error.hpp"
+#include "engine/core/mapped_file.hpp"
+#include "engine/data/file_names.hpp"
 
 namespace tandem {
 
@@ -23,43 +21,20 @@ const char* const kFormatHint =
 
 bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string file_what(const std::string& path) { return "token file '" + path + "'"; }
+const char* const kNotAFileHint = "point data.train and data.validation at token files";
 
-// A file descriptor closed on every path out.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
-int64_t file_bytes(int fd, const std::string& path) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) TANDEM_FAIL_HINT("check the file", "token file '", path, "': fstat failed: ", errno_text());
-  TANDEM_CHECK_HINT(S_ISREG(st.st_mode), "point data.train and data.validation at token files",
-                    "token file '", path, "' is not a regular file");
-  return static_cast<int64_t>(st.st_size);
-}
-
-// The shard's header and size, from the open file.
-TokenShardInfo inspect(int fd, const std::string& path, const std::string& format) {
+// The shard's header and size, from its mapped bytes.
+TokenShardInfo inspect(const MappedFile& file, const std::string& path, const std::string& format) {
   TANDEM_CHECK_HINT(format == "auto" || format == "nanogpt" || format == "llmc", kFormatHint, "data.format = '",
                     format, "' is not a token file format");
   TokenShardInfo info;
   info.path = path;
-  const int64_t bytes = file_bytes(fd, path);
+  const int64_t bytes = file.size();
   int32_t header[3] = {0, 0, 0};
-  bool magic = false;
   // A file that starts with the magic is an llm.c shard, whole or cut short.
-  const ssize_t want = static_cast<ssize_t>(std::min<int64_t>(bytes, static_cast<int64_t>(sizeof header)));
-  if (want >= 4) {
-    if (::pread(fd, header, static_cast<size_t>(want), 0) != want)
-      TANDEM_FAIL_HINT("check the file", "token file '", path, "': reading its header failed: ", errno_text());
-    magic = static_cast<uint32_t>(header[0]) == kLlmcMagic;
-  }
+  if (bytes > 0) std::memcpy(header, file.data(), static_cast<size_t>(std::min<int64_t>(bytes, sizeof header)));
+  const bool magic = bytes >= 4 && static_cast<uint32_t>(header[0]) == kLlmcMagic;
   info.format = format == "auto" ? (magic ? "llmc" : "nanogpt") : format;
   if (info.format == "llmc") {
     TANDEM_CHECK_HINT(bytes >= kLlmcHeaderBytes, kFormatHint, "token file '", path, "' is ", bytes,
@@ -88,53 +63,30 @@ TokenShardInfo inspect(int fd, const std::string& path, const std::string& forma
   return info;
 }
 
-// A shard mapped read-only: its pages are read when a window touches them.
+// A shard mapped read-only (engine/core/mapped_file.hpp): its pages are read when a
+// window touches them.
 class MappedShard {
 public:
-  MappedShard(const std::string& path, const std::string& format, bool random_access) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.fd < 0)
-      TANDEM_FAIL_HINT("check the path and its permissions", "token file '", path, "' cannot be opened: ",
-                       errno_text());
-    info_ = inspect(fd.fd, path, format);
-    bytes_ = info_.header_bytes + 2 * info_.tokens;
-    if (bytes_ > 0) {
-      void* p = ::mmap(nullptr, static_cast<size_t>(bytes_), PROT_READ, MAP_SHARED, fd.fd, 0);
-      if (p == MAP_FAILED)
-        TANDEM_FAIL_HINT("check the file system supports mmap (a local disk does)", "token file '", path,
-                         "' cannot be memory-mapped (", bytes_, " bytes): ", errno_text());
-      base_ = static_cast<const uint8_t*>(p);
-      // Training windows are drawn at random: reading ahead would fetch pages no
-      // batch asked for.
-      if (random_access) ::madvise(p, static_cast<size_t>(bytes_), MADV_RANDOM);
-    }
-    // The descriptor closes here (the mapping stays): a data set of a thousand
-    // shards does not hold a thousand files open.
-  }
-  ~MappedShard() {
-    if (base_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(bytes_));
-  }
-  MappedShard(const MappedShard&) = delete;
-  MappedShard& operator=(const MappedShard&) = delete;
+  MappedShard(const std::string& path, const std::string& format, bool random_access)
+      : file_(path, file_what(path), kNotAFileHint, random_access), info_(inspect(file_, path, format)) {}
 
   const TokenShardInfo& info() const { return info_; }
-  const uint16_t* tokens() const { return reinterpret_cast<const uint16_t*>(base_ + info_.header_bytes); }
+  const uint16_t* tokens() const { return reinterpret_cast<const uint16_t*>(file_.data() + info_.header_bytes); }
   // A file cut short after it was mapped would end the process with SIGBUS at the
   // first page past its new end: say so as an error before reading. Best effort: a
   // file cut between this check and the read still ends the process (the check is
   // one stat of the path per window, a few microseconds against a step).
   void check_not_truncated() const {
     struct stat st {};
-    if (::stat(info_.path.c_str(), &st) == 0 && static_cast<int64_t>(st.st_size) < bytes_)
+    if (::stat(info_.path.c_str(), &st) == 0 && static_cast<int64_t>(st.st_size) < file_.size())
       TANDEM_FAIL_HINT("restore the file (training resumes from the run's last checkpoint with --resume)",
                        "token file '", info_.path, "' was cut short while training read it: ",
-                       static_cast<int64_t>(st.st_size), " bytes where it had ", bytes_);
+                       static_cast<int64_t>(st.st_size), " bytes where it had ", file_.size());
   }
 
 private:
+  MappedFile file_;  // the whole file: inspect() checked it holds the header and tokens exactly
   TokenShardInfo info_;
-  const uint8_t* base_ = nullptr;
-  int64_t bytes_ = 0;
 };
 
 class TokenWindows final : public Dataset {
@@ -159,9 +111,9 @@ public:
     }
     first_window_.push_back(windows);
     TANDEM_CHECK_HINT(tokens > 0, "point " + key + " at token files that hold tokens", key, ": the ",
-                      train ? "training" : "validation", " split (", describe(files), ") holds no tokens");
+                      train ? "training" : "validation", " split (", describe_files(files), ") holds no tokens");
     TANDEM_CHECK_HINT(windows > 0, "lower data.seq_len, or add token files to " + key, key, ": the ",
-                      train ? "training" : "validation", " split (", describe(files), ") has ", tokens,
+                      train ? "training" : "validation", " split (", describe_files(files), ") has ", tokens,
                       " tokens, no shard holding a window of data.seq_len = ", seq_len_, " and its targets (",
                       seq_len_ + 1, " tokens)");
     windows_ = windows;
@@ -188,13 +140,6 @@ public:
   }
 
 private:
-  static std::string describe(const std::vector<std::string>& files) {
-    std::string out;
-    for (size_t i = 0; i < files.size() && i < 3; ++i) out += (i ? ", " : "") + files[i];
-    if (files.size() > 3) out += " and " + std::to_string(files.size() - 3) + " more";
-    return out.empty() ? "no files" : out;
-  }
-
   // Sample s's window (seq_len + 1 tokens: the inputs and the last target), checked
   // against the vocabulary.
   const uint16_t* window(int64_t s) const {
@@ -255,10 +200,7 @@ std::vector<std::string> token_files(const std::vector<std::string>& patterns, c
 }
 
 TokenShardInfo inspect_token_shard(const std::string& path, const std::string& format) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0)
-    TANDEM_FAIL_HINT("check the path and its permissions", "token file '", path, "' cannot be opened: ", errno_text());
-  return inspect(fd.fd, path, format);
+  return inspect(MappedFile(path, file_what(path), kNotAFileHint), path, format);
 }
 
 std::unique_ptr<Dataset> make_token_dataset(const DataConfig& cfg, bool train) {

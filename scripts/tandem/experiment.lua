@@ -976,14 +976,16 @@ function M.resolve(exp, overrides, source, world)
 
   local data = exp.data
   local builtin = M.datasets[data.name]
+  local data_defaults = M.schema.fields.data.fields
+  -- data.shape or data.classes set: only synthetic data takes them.
+  local shape_given = not same_list(data.shape, data_defaults.shape.default)
+                      or data.classes ~= data_defaults.classes.default
   -- A data set's own folder where data.dir was left at fashion-mnist's.
-  if builtin and builtin.dir and not ctx.origin['data.dir'] and data.dir == M.schema.fields.data.fields.dir.default then
+  if builtin and builtin.dir and not ctx.origin['data.dir'] and data.dir == data_defaults.dir.default then
     data.dir = builtin.dir
   end
   if builtin then
-    local defaults = M.schema.fields.data.fields
-    local given = not same_list(data.shape, defaults.shape.default) or data.classes ~= defaults.classes.default
-    if given and (not same_list(data.shape, builtin.shape) or data.classes ~= builtin.classes) then
+    if shape_given and (not same_list(data.shape, builtin.shape) or data.classes ~= builtin.classes) then
       fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
            string.format('data.shape and data.classes are fixed for %s (%s, %d classes)', data.name,
                          table.concat(builtin.shape, 'x'), builtin.classes),
@@ -1014,8 +1016,7 @@ function M.resolve(exp, overrides, source, world)
   -- A language model's data sets its input ({data.seq_len}) and classes; the model's
   -- context is the data's window: a second value could only disagree.
   local function sequence_data(what, classes_text, classes_hint)
-    local defaults = M.schema.fields.data.fields
-    if not same_list(data.shape, defaults.shape.default) or data.classes ~= defaults.classes.default then
+    if shape_given then
       fail(ctx, ctx.origin['data.shape'] and 'data.shape' or 'data.classes',
            string.format('data.shape and data.classes are set by the %s data set ({data.seq_len}, %s)', what,
                          classes_text),

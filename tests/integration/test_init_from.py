@@ -142,6 +142,22 @@ def main():
     if abs(correct - got) > ties:
         fail(f"tandem gets {got} tokens right from the Hugging Face file, PyTorch {correct}")
 
+    # GPT2LMHeadModel's file: lm_head.weight beside wte, the same values (tied).
+    tied = hugging_face_layout(model)
+    tied["lm_head.weight"] = tied["wte.weight"].copy()
+    with_head = os.path.join(SCRATCH, "gpt2-tiny-head.safetensors")
+    write_safetensors(with_head, tied)
+    s_head, _ = start_eval("hf-head", "scripts/experiments/gpt.lua", with_head, GPT_ARGS)
+    if s_head["test_loss"] != s["test_loss"]:
+        fail(f"the file with the tied lm_head evaluates to {s_head['test_loss']}, without it {s['test_loss']}")
+    tied["lm_head.weight"][0, 0] += 1.0  # untied values: a tensor the tied model has no place for
+    write_safetensors(with_head, tied)
+    r = run("hf-head-untied", "scripts/experiments/gpt.lua", [f"init_from={with_head}"] + GPT_ARGS, False)
+    untied = "holds lm_head.weight [256,32], which model 'gpt' has no place for"
+    if r.returncode == 0 or untied not in r.stdout + r.stderr:
+        fail(f"an lm_head.weight unlike wte in a tied model: exit {r.returncode}:\n{(r.stdout + r.stderr)[-1500:]}")
+    print("lm_head.weight equal to wte passed over for the tied head; one that differs refused")
+
     # The same file in float16 (as many checkpoints on the hub are): PyTorch with the
     # weights rounded to float16 gets the loss tandem gets from reading them.
     half = os.path.join(SCRATCH, "gpt2-tiny-f16.safetensors")
@@ -176,7 +192,7 @@ def main():
     r = run("bigger", "scripts/experiments/gpt.lua",
             [f"init_from={hf}", "model_args.n_embd=64"] + [a for a in GPT_ARGS if "n_embd" not in a], False)
     text = r.stdout + r.stderr
-    if r.returncode == 0 or "tensor 'wte.weight' is [256, 32] where model 'gpt' has transformer.wte.weight [256, 64]" \
+    if r.returncode == 0 or "tensor 'wte.weight' is [256,32] where model 'gpt' has transformer.wte.weight [256,64]" \
             not in text:
         fail(f"a checkpoint of another width: exit {r.returncode}:\n{text[-2000:]}")
     print("another model size:", next(l for l in text.splitlines() if "init_from:" in l).strip()[:160])

@@ -70,15 +70,10 @@ if not os.path.exists(TEXT):
     fail(f"{TEXT} is missing: apt-get install fortunes (tools/install-deps.sh installs it)")
 # A 300 kB slice: enough for 40 iterations, and quick to write.
 SLICE = os.path.join(SCRATCH, "fortunes-slice.txt")
-corpus = b""
-for name in sorted(os.listdir(TEXT)):
-    path = os.path.join(TEXT, name)
-    if not name.startswith(".") and not name.endswith((".dat", ".u8")) and os.path.isfile(path) \
-            and not os.path.islink(path):
-        with open(path, "rb") as f:
-            corpus += f.read()
+sys.path.insert(0, os.path.dirname(TOOL))
+from text_to_tokens import read_text  # noqa: E402  (the folder's text files, as the text data set lists them)
 with open(SLICE, "wb") as g:
-    g.write(corpus[:300_000])
+    g.write(read_text([TEXT])[:300_000])
 
 nano, llmc = os.path.join(SCRATCH, "nanogpt"), os.path.join(SCRATCH, "llmc")
 write_tokens(nano)

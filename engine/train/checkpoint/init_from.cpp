@@ -1,11 +1,5 @@
 #include "engine/train/checkpoint/init_from.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -13,6 +7,8 @@
 
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
+#include "engine/core/mapped_file.hpp"
+#include "engine/core/tensor.hpp"
 #include "engine/train/record/safetensors.hpp"
 
 namespace tandem {
@@ -32,38 +28,21 @@ public:
     int64_t begin = 0, end = 0;  // byte offsets from data()
   };
 
-  explicit SafetensorsFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) TANDEM_FAIL_HINT("check init_from's path and its permissions", "init_from: '", path,
-                                 "' cannot be opened: ", std::strerror(errno));
-    struct stat st {};
-    const bool stated = ::fstat(fd, &st) == 0;
-    const int stat_errno = errno;
-    const bool ok = stated && S_ISREG(st.st_mode);
-    bytes_ = ok ? static_cast<int64_t>(st.st_size) : 0;
-    if (ok && bytes_ >= 8) {
-      void* p = ::mmap(nullptr, static_cast<size_t>(bytes_), PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p != MAP_FAILED) map_.reset(p, static_cast<size_t>(bytes_));
-    }
-    const int map_errno = errno;
-    ::close(fd);
-    TANDEM_CHECK_HINT(stated, "check the file", "init_from: '", path, "': fstat failed: ", std::strerror(stat_errno));
-    TANDEM_CHECK_HINT(ok, "point init_from at a .safetensors file", "init_from: '", path,
-                      "' is not a regular file");
-    TANDEM_CHECK_HINT(bytes_ >= 8, kHint, "init_from: '", path, "' is ", bytes_,
+  explicit SafetensorsFile(const std::string& path)
+      : path_(path), file_(path, "init_from: '" + path + "'", "point init_from at a .safetensors file") {
+    const int64_t bytes = file_.size();
+    TANDEM_CHECK_HINT(bytes >= 8, kHint, "init_from: '", path, "' is ", bytes,
                       " bytes, too short for a safetensors file");
-    TANDEM_CHECK_HINT(map_.base, "check the file system supports mmap", "init_from: '", path, "' cannot be mapped: ",
-                      std::strerror(map_errno));
-    base_ = static_cast<const uint8_t*>(map_.base);
+    const uint8_t* base = file_.data();
     uint64_t header_len = 0;
-    std::memcpy(&header_len, base_, 8);
-    TANDEM_CHECK_HINT(header_len <= static_cast<uint64_t>(bytes_ - 8), "the file is truncated or not safetensors",
-                      "init_from: '", path, "' declares a ", header_len, "-byte header in a ", bytes_, "-byte file");
-    data_ = base_ + 8 + header_len;
-    const int64_t data_bytes = bytes_ - 8 - static_cast<int64_t>(header_len);
+    std::memcpy(&header_len, base, 8);
+    TANDEM_CHECK_HINT(header_len <= static_cast<uint64_t>(bytes - 8), "the file is truncated or not safetensors",
+                      "init_from: '", path, "' declares a ", header_len, "-byte header in a ", bytes, "-byte file");
+    data_ = base + 8 + header_len;
+    const int64_t data_bytes = bytes - 8 - static_cast<int64_t>(header_len);
     nlohmann::json header;
     try {
-      header = nlohmann::json::parse(base_ + 8, base_ + 8 + header_len);
+      header = nlohmann::json::parse(base + 8, base + 8 + header_len);
     } catch (const std::exception& e) {
       TANDEM_FAIL_HINT("the file is not safetensors, or is damaged", "init_from: '", path,
                        "': its header is not JSON: ", e.what());
@@ -102,9 +81,9 @@ public:
       int64_t count = 1;
       bool overflow = false;
       for (int64_t d : e.shape) overflow |= __builtin_mul_overflow(count, d, &count);
-      int64_t bytes = 0;
-      overflow |= __builtin_mul_overflow(count, element_bytes(it.key(), e.dtype), &bytes);
-      TANDEM_CHECK_HINT(!overflow && e.begin <= e.end && e.end <= data_bytes && e.end - e.begin == bytes,
+      int64_t tensor_bytes = 0;
+      overflow |= __builtin_mul_overflow(count, element_bytes(it.key(), e.dtype), &tensor_bytes);
+      TANDEM_CHECK_HINT(!overflow && e.begin <= e.end && e.end <= data_bytes && e.end - e.begin == tensor_bytes,
                         "the file is truncated or damaged", "init_from: '", path, "': tensor '", it.key(),
                         "' has data_offsets [", e.begin, ", ", e.end, ") for ", count, " ", e.dtype,
                         " values, outside the file's ", data_bytes, " bytes of data or the wrong size");
@@ -118,6 +97,11 @@ public:
   const Entry* find(const std::string& name) const {
     const auto it = entries_.find(name);
     return it == entries_.end() ? nullptr : &it->second;
+  }
+  // Whether two tensors hold the same values in the same dtype and shape (their bytes).
+  bool same(const Entry& a, const Entry& b) const {
+    return a.dtype == b.dtype && a.shape == b.shape &&
+           std::memcmp(data_ + a.begin, data_ + b.begin, static_cast<size_t>(a.end - a.begin)) == 0;
   }
   // The tensor's values as floats.
   std::vector<float> floats(const std::string& name, const Entry& e) const {
@@ -171,32 +155,11 @@ private:
     return f;
   }
 
-  // The mapping, released however the constructor ends (a damaged file throws).
-  struct Mapping {
-    void* base = nullptr;
-    size_t bytes = 0;
-    void reset(void* b, size_t n) {
-      base = b;
-      bytes = n;
-    }
-    ~Mapping() {
-      if (base) ::munmap(base, bytes);
-    }
-  };
-
   std::string path_;
-  Mapping map_;
-  const uint8_t* base_ = nullptr;
+  MappedFile file_;  // released however the constructor ends (a damaged file throws)
   const uint8_t* data_ = nullptr;
-  int64_t bytes_ = 0;
   std::map<std::string, Entry> entries_;
 };
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -230,8 +193,7 @@ void init_from_safetensors(const std::string& path, bool strict, const ModelSpec
   size_t state_at = 0;
   int64_t loaded = 0;
   for (const SafetensorsEntry& want : expected) {
-    int64_t count = 1;
-    for (int64_t d : want.shape) count *= d;
+    const int64_t count = shape_numel(want.shape);
     if (want.dtype != "F32") continue;  // num_batches_tracked: a count, not a weight
     std::string name = want.name;
     const SafetensorsFile::Entry* e = file.find(name);
@@ -240,7 +202,7 @@ void init_from_safetensors(const std::string& path, bool strict, const ModelSpec
       e = file.find(name);
     }
     if (!e) {
-      missing.push_back(want.name + " " + shape_text(want.shape));
+      missing.push_back(want.name + " " + shape_str(want.shape));
       if (want.flat_offset < 0) state_at += static_cast<size_t>(count);
       continue;
     }
@@ -252,10 +214,10 @@ void init_from_safetensors(const std::string& path, bool strict, const ModelSpec
     const bool crop = ends_with(want.name, "wpe.weight") && file_shape.size() == 2 && want.shape.size() == 2 &&
                       file_shape[1] == want.shape[1] && file_shape[0] > want.shape[0];
     if (file_shape != want.shape && !crop)
-      TANDEM_FAIL_HINT(kHint, "init_from: '", path, "': tensor '", name, "' is ", shape_text(e->shape),
+      TANDEM_FAIL_HINT(kHint, "init_from: '", path, "': tensor '", name, "' is ", shape_str(e->shape),
                        transpose ? " (Hugging Face's Conv1D [in, out])" : "", " where model '", spec.name,
-                       "' has ", want.name, " ", shape_text(want.shape),
-                       transpose ? " (stored [in, out]: " + shape_text({want.shape[1], want.shape[0]}) + ")" : "");
+                       "' has ", want.name, " ", shape_str(want.shape),
+                       transpose ? " (stored [in, out]: " + shape_str({want.shape[1], want.shape[0]}) + ")" : "");
     const std::vector<float> values = file.floats(name, *e);
     if (crop)
       log::info("init_from: {} holds {} positions; the model's context is {}: the first {} are used", name,
@@ -290,11 +252,11 @@ void init_from_safetensors(const std::string& path, bool strict, const ModelSpec
         ends_with(name, "num_batches_tracked"))
       continue;
     if (gpt && name == "lm_head.weight" && model.layers().back()->param_count() == 0) {
-      const std::string wte_name = file.find("wte.weight") ? "wte.weight" : "transformer.wte.weight";
-      const SafetensorsFile::Entry* wte = file.find(wte_name);
-      if (wte && wte->shape == e.shape && file.floats(name, e) == file.floats(wte_name, *wte)) continue;
+      const SafetensorsFile::Entry* wte = file.find("wte.weight");
+      if (!wte) wte = file.find("transformer.wte.weight");
+      if (wte && file.same(e, *wte)) continue;
     }
-    extra.push_back(name + " " + shape_text(e.shape));
+    extra.push_back(name + " " + shape_str(e.shape));
   }
   if (strict) {
     TANDEM_CHECK_HINT(missing.empty(), std::string(kHint) + "; init_from_strict = false keeps the model's own "

@@ -3,6 +3,7 @@
 #include "engine/core/log.hpp"
 
 #include <cstring>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "engine/nn/embedding.hpp"
@@ -13,16 +14,27 @@ namespace tandem {
 
 namespace {
 
+// A tensor of the flat parameter buffer is a view of it (`params`, count floats); a
+// layer's state, computed here, owns its bytes.
 struct NamedTensor {
   std::string name, dtype;  // F32 | I64
   std::vector<int64_t> shape;
-  std::string bytes;
-  const float* source = nullptr;  // where an F32 tensor's values were read
+  const float* params = nullptr;
+  size_t count = 0;
+  std::string owned;
+  std::string_view bytes() const {
+    return params ? std::string_view(reinterpret_cast<const char*>(params), count * sizeof(float)) : owned;
+  }
 };
 
+// Parameters: a view of the flat buffer, which outlives the tensor list.
 NamedTensor f32(const std::string& name, std::vector<int64_t> shape, const float* data, size_t count) {
-  return {name, "F32", std::move(shape), std::string(reinterpret_cast<const char*>(data), count * sizeof(float)),
-          data};
+  return {name, "F32", std::move(shape), data, count, {}};
+}
+// Layer state: copied, as it lives in a temporary.
+NamedTensor owned_f32(const std::string& name, std::vector<int64_t> shape, const float* data, size_t count) {
+  return {name, "F32", std::move(shape), nullptr, 0,
+          std::string(reinterpret_cast<const char*>(data), count * sizeof(float))};
 }
 
 // One spec layer's tensors; `p` points at its parameters in the flat buffer.
@@ -52,9 +64,9 @@ bool layer_tensors(const LayerSpec& ls, const Layer& layer, const std::string& p
     std::vector<double> state;  // running mean, then running variance
     layer.save_state(state);
     const std::vector<float> stats(state.begin(), state.end());
-    out.push_back(f32(prefix + "running_mean", {c}, stats.data(), static_cast<size_t>(c)));
-    out.push_back(f32(prefix + "running_var", {c}, stats.data() + c, static_cast<size_t>(c)));
-    out.push_back({prefix + "num_batches_tracked", "I64", {},
+    out.push_back(owned_f32(prefix + "running_mean", {c}, stats.data(), static_cast<size_t>(c)));
+    out.push_back(owned_f32(prefix + "running_var", {c}, stats.data() + c, static_cast<size_t>(c)));
+    out.push_back({prefix + "num_batches_tracked", "I64", {}, nullptr, 0,
                    std::string(reinterpret_cast<const char*>(&iterations), sizeof iterations)});
     return true;
   }
@@ -204,12 +216,8 @@ std::vector<SafetensorsEntry> safetensors_entries(const ModelSpec& spec, const M
   std::vector<NamedTensor> tensors;
   if (!named_tensors(spec, model, params, 0, tensors, why)) return {};
   std::vector<SafetensorsEntry> out;
-  const float* begin = params.data();
-  const float* end = begin + params.size();
-  for (NamedTensor& t : tensors) {
-    const bool in_params = t.source && t.source >= begin && t.source < end;
-    out.push_back({t.name, t.dtype, t.shape, in_params ? static_cast<int64_t>(t.source - begin) : -1});
-  }
+  for (NamedTensor& t : tensors)
+    out.push_back({t.name, t.dtype, t.shape, t.params ? static_cast<int64_t>(t.params - params.data()) : -1});
   return out;
 }
 
@@ -228,8 +236,11 @@ std::string safetensors_bytes(const ModelSpec& spec, const Model& model, const s
                             {"layers", layer_list.dump()}};
   std::string data;
   for (const NamedTensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data += t.bytes;
+    const std::string_view bytes = t.bytes();
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {data.size(), data.size() + bytes.size()}}};
+    data += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned

@@ -134,6 +134,18 @@ def extra_grouped(out_dir, dirs):
                   f"{st.get('staleness_mean', 0):.2f}, {s['samples_per_s']:.0f} samples/s")
 
 
+def tail_step_and_plan(run_dir, last):
+    """The mean step ms and the mean plan (local batch per worker) over a run's last
+    `last` iterations; None for a run with none."""
+    rows, _ = load_trace(run_dir)
+    tail = rows[-last:]
+    if not tail:
+        return None
+    step = statistics.mean(r["step_ms"] for r in tail)
+    plan = [round(statistics.mean(r["workers"][w]["local_batch"] for r in tail)) for w in range(len(tail[0]["workers"]))]
+    return step, plan
+
+
 def extra_gpu(out_dir, dirs):
     print("\nthe simulator against the emulator (mean step ms and mean plan over the last 100 iterations):")
     by = {os.path.basename(d): d for d in dirs}
@@ -141,13 +153,9 @@ def extra_gpu(out_dir, dirs):
         e, s = by.get(f"emulated_{policy}"), by.get(f"simulated_{policy}")
         if not e or not s:
             continue
-        stats = []
-        for d in (e, s):
-            rows, _ = load_trace(d)
-            tail = rows[-100:]
-            step = statistics.mean(r["step_ms"] for r in tail)
-            plan = [round(statistics.mean(r["workers"][w]["local_batch"] for r in tail)) for w in range(len(tail[0]["workers"]))]
-            stats.append((step, plan))
+        stats = [tail_step_and_plan(d, 100) for d in (e, s)]
+        if None in stats:
+            continue
         err = abs(stats[1][0] - stats[0][0]) / stats[0][0]
         print(f"  {policy:6s} emulated {stats[0][0]:.2f} ms {stats[0][1]}, simulated {stats[1][0]:.2f} ms "
               f"{stats[1][1]}: step time {100 * err:.1f}% off")
@@ -199,23 +207,26 @@ def minmax_optimum(times_ms, at_batch, total):
     return candidates[lo], fits
 
 
+def lbb_slowest_ms(split):
+    """The slowest worker's compute for a split, under the paper's times as profiles."""
+    return max(b * t / 128 for b, t in zip(split, LBB_PAPER_MS))
+
+
 def extra_lbb(out_dir, dirs):
     opt_ms, opt_split = minmax_optimum(LBB_PAPER_MS, 128, 512)
-    paper_max = max(b * t / 128 for b, t in zip(LBB_PAPER_SPLIT, LBB_PAPER_MS))
+    paper_max = lbb_slowest_ms(LBB_PAPER_SPLIT)
     print(f"\nLBB's workload (ResNet-18, CIFAR-10, B = 512; the paper's equal-split times {list(LBB_PAPER_MS)} ms as "
           f"profiles proportional to the batch):\n  exact min-max optimum {opt_ms:.2f} ms, split {opt_split}; the "
           f"paper's split {list(LBB_PAPER_SPLIT)} reported at about {LBB_PAPER_STEP_MS} ms ({paper_max:.2f} ms under "
           f"these profiles)")
     for d in dirs:
         name = os.path.basename(d)
-        rows, _ = load_trace(d)
-        tail = rows[-100:] if name.startswith("simulated_") else rows[-5:]  # emulated: 12 steps, the last 5
-        if not tail:
+        stats = tail_step_and_plan(d, 100 if name.startswith("simulated_") else 5)  # emulated: 12 steps, the last 5
+        if not stats:
             continue
-        step = statistics.mean(r["step_ms"] for r in tail)
-        plan = [round(statistics.mean(r["workers"][w]["local_batch"] for r in tail)) for w in range(len(tail[0]["workers"]))]
+        step, plan = stats
         if name.startswith("simulated_"):
-            compute = max(b * t / 128 for b, t in zip(plan, LBB_PAPER_MS))
+            compute = lbb_slowest_ms(plan)
             print(f"  {name:24s} step {step:7.2f} ms (compute {compute:7.2f} ms, {compute / opt_ms:.3f} of the optimum, "
                   f"{step / LBB_PAPER_STEP_MS:.2f} of the paper's), plan {plan}")
         else:
@@ -223,8 +234,8 @@ def extra_lbb(out_dir, dirs):
                   f"relative speeds)")
 
 
-EXTRAS = {"dynamic_stragglers": extra_dynamic, "lbb_resnet18_cifar10": extra_lbb, "grouped_stalls": extra_grouped, "gpu_profiles": extra_gpu,
-          "scale": extra_scale, "adaptive_batch": extra_adaptive}
+EXTRAS = {"dynamic_stragglers": extra_dynamic, "lbb_resnet18_cifar10": extra_lbb, "grouped_stalls": extra_grouped,
+          "gpu_profiles": extra_gpu, "scale": extra_scale, "adaptive_batch": extra_adaptive}
 
 
 def plotting_python():

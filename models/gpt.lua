@@ -7,7 +7,10 @@
 -- model_args: n_layer (default 2), n_head (4), n_embd (128), seq_len (the input's
 -- length; 64 without one; the input may be shorter, never longer), dropout (0: embd,
 -- attention and residual dropout, as GPT-2's pdrop), vocab (the data's classes; must
--- equal them, as the tied head predicts one of vocab tokens).
+-- equal them, as the tied head predicts one of vocab tokens), vocab_multiple (64:
+-- the token table's rows and the head's logits are padded to a multiple of it, as
+-- llm.c pads GPT-2's 50257 to 50304, for the GEMM's sake; the padded logits are never
+-- predicted and change no result; 1: no padding; a byte vocabulary's 256 needs none).
 -- preset: 'gpt2' | 'gpt2-medium' | 'gpt2-large' | 'gpt2-xl', the published sizes
 -- (Radford et al., 2019; Hugging Face's configs): n_layer, n_head and n_embd set by
 -- the preset (giving one of them too is an error), a context of at most 1,024
@@ -77,12 +80,15 @@ return function(args)
   if n_embd % n_head ~= 0 then
     error(string.format('gpt: model_args.n_head = %d does not divide n_embd = %d', n_head, n_embd), 0)
   end
+  local multiple = int_arg('vocab_multiple', 64)
+  local padded_vocab = math.ceil(vocab / multiple) * multiple
   local dropout = args.dropout or 0
   if type(dropout) ~= 'number' or dropout < 0 or dropout >= 1 then
     error('gpt: model_args.dropout must be a number in [0, 1), got ' .. tostring(dropout), 0)
   end
 
-  local layers = { nn.embedding { n_embd = n_embd, seq_len = seq_len, vocab = vocab, dropout = dropout } }
+  local layers = { nn.embedding { n_embd = n_embd, seq_len = seq_len, vocab = vocab, dropout = dropout,
+                                  padded_vocab = padded_vocab } }
   for _ = 1, n_layer do
     layers[#layers + 1] = nn.transformer_block { n_head = n_head, dropout = dropout, n_layer = n_layer }
   end

@@ -182,10 +182,10 @@ public:
                         int64_t first_row) override {
     cpu::dropout_backward(dy, dx, rows, cols, p, key_of(seed), first_row);
   }
-  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, int ld, float* dlogits,
                          double* totals, bool accumulate) override {
     int64_t correct = 0;
-    const double loss = cpu::softmax_xent(logits, labels, rows, classes, dlogits, &correct);
+    const double loss = cpu::softmax_xent(logits, labels, rows, classes, dlogits, &correct, ld);
     totals[0] = accumulate ? totals[0] + loss : loss;
     totals[1] = accumulate ? totals[1] + static_cast<double>(correct) : static_cast<double>(correct);
   }

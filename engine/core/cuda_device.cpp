@@ -352,11 +352,11 @@ public:
     cuda::batchnorm_backward(dy, xhat, gamma, invstd, d, count, batch, channels, spatial, dx, stream_);
   }
 
-  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, int ld, float* dlogits,
                          double* totals, bool accumulate) override {
     // labels are device memory, checked where they were made (DeviceInput): a label
     // outside [0, classes) would only count as wrong here and make the loss NaN.
-    cuda::softmax_xent(logits, labels, rows, classes, dlogits, totals, stream_, accumulate);
+    cuda::softmax_xent(logits, labels, rows, classes, dlogits, totals, stream_, accumulate, ld);
   }
 
   double sum_squares(const float* x, size_t count) override {

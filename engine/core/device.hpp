@@ -146,8 +146,10 @@ public:
   // Nothing comes back to the host: whoever needs the numbers reads the totals once,
   // after the rest of the step is queued (a read mid-step would stall the device).
   // (engine/nn/loss.hpp: LossTotals holds the totals and reads them back.)
-  virtual void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
-                                 double* totals, bool accumulate) = 0;
+  // Rows are ld floats apart (ld >= classes): the columns past `classes` (a padded
+  // vocabulary's) are never predicted or counted, and their gradient is 0.
+  virtual void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, int ld,
+                                 float* dlogits, double* totals, bool accumulate) = 0;
 
   // ---- Sequence models (a GPT: models/gpt.lua). Shapes are row-major; a sequence
   // batch is [batch, seq, dim]; token ids travel as floats holding integers (the input

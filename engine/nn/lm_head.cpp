@@ -15,13 +15,15 @@ LmHead::LmHead(Device& dev, const Shape& in, int vocab, Embedding* tied_to)
                       "tied lm_head: its input ", shape_str(in), " and vocab ", vocab,
                       " do not match the embedding's n_embd ", tied_->n_embd(), " and vocab ", tied_->vocab());
     tied_->mark_tied();
+    vocab_ = tied_->padded_vocab();  // the columns: every row of the shared table
   }
   TANDEM_CHECK(vocab > 0, "lm_head needs a positive vocab, got ", vocab);
-  out_shape_ = {in[0], vocab};
+  out_shape_ = {in[0], vocab_};
 }
 
 std::string LmHead::describe() const {
   return "lm_head(" + std::to_string(n_embd_) + " -> " + std::to_string(vocab_) +
+         (vocab() != vocab_ ? " (" + std::to_string(vocab()) + " predicted)" : std::string()) +
          (tied_ ? ", tied to the embedding" : ", untied") + ") -> " + shape_str(out_shape_);
 }
 

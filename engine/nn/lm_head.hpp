@@ -6,6 +6,8 @@
 // first), and its backward OVERWRITES dwte with its part, which the embedding's
 // backward, running after it, then adds to. Untied: its own W [vocab, n_embd],
 // N(0, 0.02) at init, decaying under AdamW.
+// Tied to a padded table (Embedding::padded_vocab), the logits are [n, seq,
+// padded_vocab]: the loss predicts only the first vocab() columns of each row.
 #include "engine/nn/embedding.hpp"
 
 namespace tandem {
@@ -18,6 +20,9 @@ public:
   std::string describe() const override;
   const Shape& output_shape() const override { return out_shape_; }
   size_t param_count() const override { return tied_ ? 0 : static_cast<size_t>(vocab_) * n_embd_; }
+  // The tokens predicted: the first vocab() of each row's columns (rows of
+  // output_shape().back(), more where the tied table is padded).
+  int vocab() const { return tied_ ? tied_->vocab() : vocab_; }
   void bind(float* params, float* grads) override;
   void init_params(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const StepContext& ctx) override;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/core/error.hpp"
+
 namespace tandem {
 
 namespace {
@@ -24,19 +26,22 @@ LossResult LossTotals::read() const {
 }
 
 void SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* labels, bool with_grad, LossTotals& totals,
-                                  bool accumulate) {
+                                  bool accumulate, int predicted) {
   Device& dev = logits.device();
-  // Classes are the last dimension: [n, classes] for a classifier, [n, seq, vocab]
+  // Rows are the last dimension: [n, classes] for a classifier, [n, seq, vocab]
   // for a language model, whose every position is a row with a label of its own.
-  const int classes = static_cast<int>(logits.rank() > 1 ? logits.shape().back() : 1);
-  const int rows = static_cast<int>(logits.numel() / std::max(classes, 1));
+  const int ld = static_cast<int>(logits.rank() > 1 ? logits.shape().back() : 1);
+  const int rows = static_cast<int>(logits.numel() / std::max(ld, 1));
+  const int classes = predicted > 0 ? predicted : ld;
+  TANDEM_CHECK(classes <= ld, "the loss predicts ", classes, " classes but the logits ", shape_str(logits.shape()),
+               " have rows of ", ld, " (a bug in tandem: the model's classes against its output)");
   if (with_grad) dlogits_.ensure(dev, logits.shape());
-  dev.softmax_xent_into(logits.data(), labels, rows, classes, with_grad ? dlogits_.data() : nullptr, totals.on(dev),
-                        accumulate);
+  dev.softmax_xent_into(logits.data(), labels, rows, classes, ld, with_grad ? dlogits_.data() : nullptr,
+                        totals.on(dev), accumulate);
 }
 
-LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* labels, bool with_grad) {
-  forward(logits, labels, with_grad, totals_, false);
+LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* labels, bool with_grad, int predicted) {
+  forward(logits, labels, with_grad, totals_, false, predicted);
   return totals_.read();
 }
 

@@ -32,10 +32,14 @@ public:
   // logits: [n, classes], or [n, seq, classes] for a sequence model (a row per
   // position). labels: int32 per row (n, or n * seq) in the logits' device memory.
   // Fills the gradient (softmax - onehot) when `with_grad`. The loss sum and correct
-  // count go to `totals`: overwriting it, or added with `accumulate`.
-  void forward(const Tensor& logits, const int32_t* labels, bool with_grad, LossTotals& totals, bool accumulate);
+  // count go to `totals`: overwriting it, or added with `accumulate`. predicted: the
+  // classes, the first columns of each row (0: all of them); fewer than the row's
+  // columns where a vocabulary is padded (engine/nn/embedding.hpp): the rest are
+  // never predicted, and their gradient is 0.
+  void forward(const Tensor& logits, const int32_t* labels, bool with_grad, LossTotals& totals, bool accumulate,
+               int predicted = 0);
   // The same, read back at once (waits for the device).
-  LossResult forward(const Tensor& logits, const int32_t* labels, bool with_grad);
+  LossResult forward(const Tensor& logits, const int32_t* labels, bool with_grad, int predicted = 0);
   const Tensor& grad() const { return dlogits_; }
 
 private:

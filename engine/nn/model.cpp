@@ -149,8 +149,12 @@ std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& 
       if (shape.size() != 1 || shape[0] > seq_len)
         TANDEM_FAIL_HINT("feed it token sequences of at most seq_len tokens (data.shape = {seq})", "embedding layer at ",
                          ls.where, " with seq_len=", seq_len, " got input ", shape_str(shape));
-      layer = std::make_unique<Embedding>(dev, shape, a.positive("vocab", classes), a.positive("n_embd"), seq_len,
-                                          dropout_arg(a), i);
+      const int vocab = a.positive("vocab", classes);
+      const int padded = a.positive("padded_vocab", vocab);
+      if (padded < vocab)
+        TANDEM_FAIL_HINT("pad the vocabulary up to a round size (models/gpt.lua: vocab_multiple = 64)",
+                         "embedding layer at ", ls.where, ": padded_vocab ", padded, " is smaller than vocab ", vocab);
+      layer = std::make_unique<Embedding>(dev, shape, vocab, a.positive("n_embd"), seq_len, dropout_arg(a), i, padded);
     } else if (ls.type == "transformer_block") {
       if (shape.size() != 2)
         TANDEM_FAIL_HINT("put it after an embedding", "transformer_block layer at ", ls.where,
@@ -178,7 +182,7 @@ std::vector<BuiltLayer> build_layers(Device& dev, const std::vector<LayerSpec>& 
         TANDEM_FAIL_HINT("end the blocks at the embedding's width, or write lm_head{tied = false}", "tied lm_head at ",
                          ls.where, " gets ", shape[1], " features but its embedding has n_embd ", tied->n_embd());
       layer = std::make_unique<LmHead>(dev, shape, vocab, tied);
-      built.macs = static_cast<double>(shape[0]) * shape[1] * vocab;
+      built.macs = static_cast<double>(shape[0]) * shape[1] * layer->output_shape().back();  // padded columns too
     } else {
       TANDEM_FAIL_HINT("use linear, relu, conv2d, maxpool2d, batchnorm, avgpool, residual, flatten, dropout, "
                        "embedding, transformer_block, layernorm or lm_head",
@@ -198,7 +202,11 @@ std::vector<BuiltLayer> build_model_layers(Device& dev, const ModelSpec& spec) {
                     spec.name, "' has no layers");
   Shape shape = spec.input;
   std::vector<BuiltLayer> built = build_layers(dev, spec.layers, shape, spec.classes);
-  if (shape_numel(shape) != spec.classes && (shape.size() < 2 || shape.back() != spec.classes))
+  // A head tied to a padded table ends in more columns than classes; it predicts the
+  // first `classes` of them (the loss leaves the rest out).
+  const auto* head = dynamic_cast<const LmHead*>(built.back().layer.get());
+  const bool padded = head && head->vocab() == spec.classes && shape.size() >= 2 && shape.back() > spec.classes;
+  if (!padded && shape_numel(shape) != spec.classes && (shape.size() < 2 || shape.back() != spec.classes))
     TANDEM_FAIL_HINT("make the last layer produce one value per class (a sequence model: one per class at every "
                      "position)", "model '", spec.name, "' ends in ", shape_str(shape), " but the data set has ",
                      spec.classes, " classes");
@@ -232,7 +240,10 @@ Model::Model(Device& dev, const ModelSpec& spec, uint64_t seed)
 
   Shape out = spec.input;
   if (!layers_.empty()) out = layers_.back()->output_shape();
-  targets_per_sample_ = spec.classes > 0 ? shape_numel(out) / spec.classes : 1;
+  // One target per row of logits: the whole output for a classifier, each position's
+  // row (of classes, or of a padded vocabulary's columns) for a sequence model.
+  const int64_t row = shape_numel(out) == spec.classes ? spec.classes : (out.empty() ? 1 : out.back());
+  targets_per_sample_ = spec.classes > 0 && row > 0 ? shape_numel(out) / row : 1;
   size_t total = 0;
   for (auto& l : layers_) total += l->param_count();
   params_ = Tensor(dev, {static_cast<int64_t>(total)});

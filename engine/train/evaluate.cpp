@@ -41,7 +41,7 @@ EvalSums Evaluator::run(Model& model, DeviceInput& input, int64_t batch, int64_t
     // Read back per batch: the input's staging ring needs a wait between fills
     // (device_input.hpp), and an evaluation is rare enough not to matter.
     const LossResult r = loss_.forward(logits.reshape({n * targets, logits.numel() / (n * targets)}),
-                                       DeviceInput::labels_of(labels_), false);
+                                       DeviceInput::labels_of(labels_), false, model.classes());
     sums.loss_sum += r.loss_sum;
     sums.correct += static_cast<double>(r.correct);
     sums.count += static_cast<double>(n * targets);

@@ -20,7 +20,7 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate)
 TrainStep::~TrainStep() { drop_graphs(); }
 
 void TrainStep::pass(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool accumulate) {
-  loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true, totals_, accumulate);
+  loss_.forward(model_.forward(x, ctx), labels, /*with_grad=*/true, totals_, accumulate, model_.classes());
   model_.backward(loss_.grad(), ctx);
 }
 

@@ -13,6 +13,7 @@
 //    arg-max, exponentials kept in place of the logits, then the gradient), and the
 //    block writes the span back coalesced. A warp per row would leave most lanes
 //    idle and chain every row's latency.
+//    Rows longer than their classes (a padded vocabulary) take the warp layout.
 //  - Longer rows: a warp per row. Up to 1024 classes a lane holds its 32 columns in
 //    registers between the passes; beyond, it reads the row again (L1) and computes
 //    the exponentials twice. Reductions inside the warp are xor shuffles, all 32
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_short(const float* logits
 // a __syncwarp that every lane reaches after its last read of the row.
 template <int Columns>
 __global__ void __launch_bounds__(kBlock) softmax_xent_rows(const float* logits, const int32_t* __restrict__ labels,
-                                                            int rows, int classes, float* dlogits,
+                                                            int rows, int classes, int ld, float* dlogits,
                                                             double* __restrict__ partials, bool accumulate) {
   __shared__ double reduce[kBlock];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_rows(const float* logits,
   float held[Columns > 0 ? Columns : 1];
   const size_t row_stride = static_cast<size_t>(gridDim.x) * kWarps;
   for (size_t r = static_cast<size_t>(blockIdx.x) * kWarps + warp; r < static_cast<size_t>(rows); r += row_stride) {
-    const float* z = logits + r * static_cast<size_t>(classes);
+    const float* z = logits + r * static_cast<size_t>(ld);
     // Max and the first index reaching it: each lane scans its columns in order, then
     // lanes meet preferring the larger value and, on a tie, the smaller index.
     float best = -INFINITY;
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_rows(const float* logits,
     }
     if (dlogits) {
       __syncwarp();  // orders every lane's reads of the row before any lane's writes (in place)
-      float* g = dlogits + r * static_cast<size_t>(classes);
+      float* g = dlogits + r * static_cast<size_t>(ld);
       const double inv = 1.0 / sum;
       if constexpr (Columns > 0) {
 #pragma unroll
@@ -222,6 +223,7 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_rows(const float* logits,
           g[c] = v;
         }
       }
+      for (int c = classes + lane; c < ld; c += 32) g[c] = 0.0f;  // padded columns: never predicted
     }
   }
   // Lane 0 of each warp holds its rows' sums; the other lanes add zeros.
@@ -248,13 +250,15 @@ __global__ void __launch_bounds__(kBlock) softmax_xent_totals(const double* __re
 }  // namespace
 
 void softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits, double* totals,
-                  cudaStream_t stream, bool accumulate) {
+                  cudaStream_t stream, bool accumulate, int ld) {
+  if (ld == 0) ld = classes;
+  TANDEM_CHECK(ld >= classes, "softmax_xent: rows of ", ld, " floats cannot hold ", classes, " classes");
   TANDEM_CHECK(rows >= 0 && classes >= 0, "softmax_xent: rows ", rows, " and classes ", classes,
                " must not be negative");
   TANDEM_CHECK(rows == 0 || classes > 0, "softmax_xent: ", rows, " rows of 0 classes");
   TANDEM_CHECK(totals, "softmax_xent: totals is null");
   TANDEM_CHECK(rows == 0 || (logits && labels), "softmax_xent: logits or labels is null for ", rows, " x ", classes);
-  const bool short_rows = classes <= kShortRow;
+  const bool short_rows = classes <= kShortRow && ld == classes;
   const size_t per_block = short_rows ? kBlock : kWarps;
   size_t blocks = (static_cast<size_t>(rows) + per_block - 1) / per_block;
   if (blocks < 1) blocks = 1;  // zero rows: one block writes the totals {0, 0}
@@ -266,9 +270,9 @@ void softmax_xent(const float* logits, const int32_t* labels, int rows, int clas
       softmax_xent_short<<<grid, kBlock, tile_bytes, stream>>>(logits, labels, rows, classes, dlogits, out, add);
     else if (classes <= 32 * kColumnsPerLane)
       softmax_xent_rows<kColumnsPerLane>
-          <<<grid, kBlock, 0, stream>>>(logits, labels, rows, classes, dlogits, out, add);
+          <<<grid, kBlock, 0, stream>>>(logits, labels, rows, classes, ld, dlogits, out, add);
     else
-      softmax_xent_rows<0><<<grid, kBlock, 0, stream>>>(logits, labels, rows, classes, dlogits, out, add);
+      softmax_xent_rows<0><<<grid, kBlock, 0, stream>>>(logits, labels, rows, classes, ld, dlogits, out, add);
   };
   if (blocks == 1) {
     run(totals, accumulate);

@@ -6,7 +6,9 @@
 // whose arg-max equals the label. dlogits may be null (evaluation), or logits itself
 // (in place). Deterministic. The device cannot raise an error: a label outside
 // [0, classes) counts as wrong and makes totals[0] NaN (check labels on the host, as
-// the CPU reference does, to get a message).
+// the CPU reference does, to get a message). Rows are `ld` floats apart (0:
+// `classes`); columns from `classes` to `ld` (a padded vocabulary's) are never
+// predicted and their gradient is 0.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -14,6 +16,6 @@
 namespace tandem::cuda {
 
 void softmax_xent(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits, double* totals,
-                  cudaStream_t stream, bool accumulate = false);
+                  cudaStream_t stream, bool accumulate = false, int ld = 0);
 
 }  // namespace tandem::cuda

@@ -260,18 +260,27 @@ end
 -- A GPT's layers (models/gpt.lua; engine/nn/transformer_block.hpp has the block's
 -- parameter layout).
 
--- nn.embedding{n_embd = ..., seq_len = ..., vocab = classes, dropout = 0}: token plus
--- position embedding of [seq] token ids (seq <= seq_len) to [seq, n_embd], then
--- dropout. vocab defaults to the data set's classes.
+-- nn.embedding{n_embd = ..., seq_len = ..., vocab = classes, dropout = 0,
+-- padded_vocab = vocab}: token plus position embedding of [seq] token ids (seq <=
+-- seq_len) to [seq, n_embd], then dropout. vocab defaults to the data set's classes;
+-- padded_vocab (at least vocab) is the table's rows, a round number for the tied
+-- head's GEMM (the rows past vocab are never read or predicted).
 function nn.embedding(opts)
   local where = caller_where()
-  opts = check_options('embedding', opts, { 'n_embd', 'seq_len', 'vocab', 'dropout' })
+  opts = check_options('embedding', opts, { 'n_embd', 'seq_len', 'vocab', 'dropout', 'padded_vocab' })
   local args = {
     n_embd = positive_int('embedding', 'n_embd', opts.n_embd),
     seq_len = positive_int('embedding', 'seq_len', opts.seq_len),
     dropout = probability('embedding', 'dropout', opts.dropout == nil and 0 or opts.dropout),
   }
   if opts.vocab ~= nil then args.vocab = positive_int('embedding', 'vocab', opts.vocab) end
+  if opts.padded_vocab ~= nil then
+    args.padded_vocab = positive_int('embedding', 'padded_vocab', opts.padded_vocab)
+    if args.vocab and args.padded_vocab < args.vocab then
+      fail('nn.embedding: padded_vocab = %d is smaller than vocab = %d; pad up, never down', args.padded_vocab,
+           args.vocab)
+    end
+  end
   local l = layer('embedding', args, where)
   return l
 end

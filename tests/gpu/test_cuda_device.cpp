@@ -212,8 +212,8 @@ void check_host_crossings(Device& gpu) {
     Tensor lc = on(cpu, logits, {rows * 10 + 1}), lg = on(gpu, logits, {rows * 10 + 1});
     Tensor dc(cpu, {rows * 10 + 1}), dg(gpu, {rows * 10 + 1});
     LossTotals totals_c, totals_g;
-    cpu.softmax_xent_into(lc.data(), labels.data(), rows, 10, dc.data(), totals_c.on(cpu), false);
-    gpu.softmax_xent_into(lg.data(), DeviceInput::labels_of(labels_g), rows, 10, dg.data(), totals_g.on(gpu), false);
+    cpu.softmax_xent_into(lc.data(), labels.data(), rows, 10, 10, dc.data(), totals_c.on(cpu), false);
+    gpu.softmax_xent_into(lg.data(), DeviceInput::labels_of(labels_g), rows, 10, 10, dg.data(), totals_g.on(gpu), false);
     const LossResult rc = totals_c.read(), rg = totals_g.read();
     const std::string shape = std::to_string(rows) + "x10";
     GPU_CHECK_CLOSE("softmax_xent", shape, "loss", std::vector<double>{rg.loss_sum},

@@ -4,7 +4,9 @@
 // must win as on the CPU). Zero rows (totals {0, 0}), one class, one row, rows of
 // more than a warp's 32 classes, 4096 classes, more than 65535 rows; without a
 // gradient; in place (dlogits == logits); run twice for bitwise-equal totals; and
-// labels outside [0, classes): no fault, counted wrong, NaN loss.
+// labels outside [0, classes): no fault, counted wrong, NaN loss. Padded rows (a
+// vocabulary padded to a multiple of 64): rows ld apart, the padded columns never
+// predicted and their gradient 0, in place too.
 #include <cmath>
 #include <random>
 #include <string>
@@ -75,6 +77,36 @@ void check(int rows, int classes, bool ties, cudaStream_t stream) {
   GPU_CHECK_CLOSE("softmax_xent", shape, "dlogits in place", download(d_logits), want_grad, 1e-5);
 }
 
+// Rows of ld floats, the first `classes` predicted: the padded columns hold the
+// largest logits (were they read, the arg-max and the loss would change).
+void check_padded(int rows, int classes, int ld, cudaStream_t stream) {
+  const std::string shape = std::to_string(rows) + " x " + std::to_string(classes) + " in rows of " + std::to_string(ld);
+  const size_t count = static_cast<size_t>(rows) * ld;
+  std::vector<float> logits = random_floats(count, 33, -8.0f, 8.0f);
+  for (int r = 0; r < rows; ++r)
+    for (int c = classes; c < ld; ++c) logits[static_cast<size_t>(r) * ld + c] = 50.0f;
+  const std::vector<int32_t> labels = random_labels(rows, classes, 34);
+  std::vector<float> want_grad(count, -7.0f);
+  int64_t want_correct = -1;
+  const double want_loss = tandem::cpu::softmax_xent(logits.data(), labels.data(), rows, classes, want_grad.data(),
+                                                     &want_correct, ld);
+  DeviceBuffer<float> d_logits = upload(logits), d_grad(count);
+  DeviceBuffer<int32_t> d_labels = upload(labels);
+  DeviceBuffer<double> d_totals(2);
+  poison(d_grad);
+  tandem::cuda::softmax_xent(at(d_logits), at(d_labels), rows, classes, at(d_grad), at(d_totals), stream, false, ld);
+  sync(stream);
+  const std::vector<double> totals = download(d_totals);
+  GPU_CHECK_CLOSE("softmax_xent", shape, "loss sum", std::vector<double>{totals[0]}, std::vector<double>{want_loss},
+                  1e-9);
+  GPU_CHECK("softmax_xent", shape, "correct count", totals[1] == static_cast<double>(want_correct));
+  GPU_CHECK_CLOSE("softmax_xent", shape, "dlogits, padded columns 0", download(d_grad), want_grad, 1e-5);
+  tandem::cuda::softmax_xent(at(d_logits), at(d_labels), rows, classes, at(d_logits), at(d_totals), stream, false, ld);
+  sync(stream);
+  GPU_CHECK("softmax_xent", shape, "totals in place, bitwise", bitwise_equal(download(d_totals), totals));
+  GPU_CHECK_CLOSE("softmax_xent", shape, "dlogits in place", download(d_logits), want_grad, 1e-5);
+}
+
 void check_bad_labels(cudaStream_t stream) {
   const int rows = 5, classes = 10;
   const std::string shape = "5 x 10, labels {3, -1, 10, 7, 2147483647}";
@@ -109,6 +141,11 @@ int main() {
     for (const auto& s : shapes)
       for (bool ties : {false, true}) check(s[0], s[1], ties, stream);
     check_bad_labels(stream);
+    // GPT-2's 50257 padded to 50304 (streaming), a byte vocabulary's 250 in 256
+    // (registers), and 10 classes in 16 (short rows: the warp layout takes them).
+    check_padded(3, 50257, 50304, stream);
+    check_padded(100, 250, 256, stream);
+    check_padded(300, 10, 16, stream);
 
     double totals[2];
     GPU_CHECK_THROWS("softmax_xent", "3 x 0", "rows without classes",

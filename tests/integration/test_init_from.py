@@ -8,7 +8,9 @@
    weights. tandem loads it and evaluates it before its first step: its validation
    loss is PyTorch's on the same windows, to 1e-5 relative, and so is its token
    accuracy (but for near-ties). The same file in
-   float16 against PyTorch with the weights rounded to float16.
+   float16 against PyTorch with the weights rounded to float16. The same file into a
+   model whose token table is padded (models/gpt.lua: vocab_multiple) evaluates
+   the same.
 2. tandem's own params.safetensors: a GPT and an MLP trained a few steps with
    save_params = true start a second run, whose evaluation before its first step is
    the first run's final loss and accuracy; a model at its target already stops
@@ -141,6 +143,17 @@ def main():
         fail(f"tandem's validation loss {s['test_loss']} from the Hugging Face file, PyTorch's {loss}")
     if abs(correct - got) > ties:
         fail(f"tandem gets {got} tokens right from the Hugging Face file, PyTorch {correct}")
+
+    # The same file into a model whose token table is padded (vocab_multiple = 100:
+    # 300 rows for 256 tokens, as GPT-2's 50257 become 50304): the loaded rows and
+    # zero padding, never predicted, evaluate to the same loss.
+    s_pad, log = start_eval("hf-padded", "scripts/experiments/gpt.lua", hf, GPT_ARGS + ["model_args.vocab_multiple=100"])
+    if "vocab 256 padded to 300" not in log:
+        fail(f"the log does not say the file's 256 tokens went into a table of 300 rows:\n{log[-2000:]}")
+    if abs(loss - s_pad["test_loss"]) > 1e-5 * loss or abs(round(s_pad["test_accuracy"] * y.numel()) - correct) > ties:
+        fail(f"into a padded table: tandem's loss {s_pad['test_loss']}, accuracy {s_pad['test_accuracy']}; "
+             f"PyTorch's {loss}, {correct} right")
+    print(f"into a table padded to 300 rows: tandem {s_pad['test_loss']:.7f}")
 
     # GPT2LMHeadModel's file: lm_head.weight beside wte, the same values (tied).
     tied = hugging_face_layout(model)

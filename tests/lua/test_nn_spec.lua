@@ -180,12 +180,19 @@ T.test('the bundled gpt: embedding, n_layer blocks, layernorm, tied head; seq_le
   local types = {}
   for i, l in ipairs(m.layers) do types[i] = l.type end
   T.eq(types, { 'embedding', 'transformer_block', 'transformer_block', 'layernorm', 'lm_head' })
-  T.eq(m.layers[1].args, { n_embd = 128, seq_len = 32, vocab = 256, dropout = 0 })
+  T.eq(m.layers[1].args, { n_embd = 128, seq_len = 32, vocab = 256, dropout = 0, padded_vocab = 256 })
   T.eq(m.layers[2].args, { n_head = 4, dropout = 0, n_layer = 2 })
   T.eq(m.layers[5].args, { tied = 1 })
   m = gpt({ input = { 16 }, classes = 11, n_layer = 3, n_head = 2, n_embd = 8, seq_len = 20, dropout = 0.1 })
   T.eq(#m.layers, 6)
-  T.eq(m.layers[1].args, { n_embd = 8, seq_len = 20, vocab = 11, dropout = 0.1 })
+  T.eq(m.layers[1].args, { n_embd = 8, seq_len = 20, vocab = 11, dropout = 0.1, padded_vocab = 64 })
+  -- The vocabulary padded to a multiple of vocab_multiple (64: GPT-2's 50257 to 50304).
+  T.eq(gpt({ input = { 8 }, classes = 50257 }).layers[1].args.padded_vocab, 50304)
+  T.eq(gpt({ input = { 8 }, classes = 50257, vocab_multiple = 1 }).layers[1].args.padded_vocab, 50257)
+  T.eq(gpt({ input = { 8 }, classes = 300, vocab_multiple = 100 }).layers[1].args.padded_vocab, 300)
+  T.raises(function() gpt({ input = { 8 }, classes = 256, vocab_multiple = 0 }) end,
+           'model_args.vocab_multiple must be a positive')
+  T.raises(function() nn.embedding { n_embd = 8, seq_len = 4, vocab = 10, padded_vocab = 9 } end, 'pad up, never down')
   T.eq(m.layers[4].args, { n_head = 2, dropout = 0.1, n_layer = 3 })
   T.eq(gpt({ classes = 5 }).layers[1].args.seq_len, 64)
   T.raises(function() gpt({ input = { 65 }, classes = 256, seq_len = 64 }) end, 'raise seq_len')

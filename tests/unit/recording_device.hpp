@@ -155,10 +155,10 @@ public:
     host("batchnorm_backward");  // its sums are host memory the caller may reuse
     cpu_.batchnorm_backward(dy, xhat, gamma, invstd, sums, count, batch, channels, spatial, dx);
   }
-  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, float* dlogits,
+  void softmax_xent_into(const float* logits, const int32_t* labels, int rows, int classes, int ld, float* dlogits,
                          double* totals, bool accumulate) override {
     run("softmax_xent_into",
-        [=, this] { cpu_.softmax_xent_into(logits, labels, rows, classes, dlogits, totals, accumulate); });
+        [=, this] { cpu_.softmax_xent_into(logits, labels, rows, classes, ld, dlogits, totals, accumulate); });
   }
   void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, int64_t sa,
                     const float* b, int ldb, int64_t sb, float beta, float* c, int ldc, int64_t sc,

@@ -110,12 +110,14 @@ private:
 // The tiny GPT of these tests: vocab 11, seq 5, n_embd 8, 2 heads, 2 layers.
 constexpr int kVocab = 11, kSeq = 5, kEmbd = 8, kHeads = 2, kLayers = 2;
 
-ModelSpec tiny_gpt(double dropout = 0.0, bool tied = true) {
+ModelSpec tiny_gpt(double dropout = 0.0, bool tied = true, int padded_vocab = kVocab) {
   ModelSpec spec;
   spec.name = "tiny-gpt";
   spec.input = {kSeq};
   spec.classes = kVocab;
-  spec.layers = {{"embedding", {{"n_embd", kEmbd}, {"seq_len", kSeq}, {"dropout", dropout}}, "gpt.lua:1"}};
+  spec.layers = {{"embedding",
+                  {{"n_embd", kEmbd}, {"seq_len", kSeq}, {"dropout", dropout}, {"padded_vocab", padded_vocab}},
+                  "gpt.lua:1"}};
   for (int l = 0; l < kLayers; ++l)
     spec.layers.push_back(
         {"transformer_block", {{"n_head", kHeads}, {"dropout", dropout}, {"n_layer", kLayers}}, "gpt.lua:2"});
@@ -428,6 +430,65 @@ BOOST_AUTO_TEST_CASE(gradient_of_batch_is_sum_over_slices_with_dropout) {
   StepContext eval = whole;
   eval.training = false;
   BOOST_TEST(std::abs(loss_only(model, x, labels.data(), eval) - loss) > 1e-4);
+}
+
+// A vocabulary padded to 16 (models/gpt.lua's vocab_multiple): the same model as the
+// unpadded one, whatever the padded rows hold. The valid rows draw the same numbers,
+// the padding starts at zero, the logits have 16 columns of which the first 11 are
+// predicted (padded rows set large would win every arg-max were they read), the
+// loss, the count and every valid gradient match the unpadded model's, and the
+// padded rows' gradient is exactly 0 (so AdamW leaves them where they are).
+BOOST_AUTO_TEST_CASE(padded_vocabulary_changes_no_result) {
+  constexpr int kPadded = 16;
+  const size_t C = kEmbd, pad = (kPadded - kVocab) * C, wte = kVocab * C;
+  Model plain(dev(), tiny_gpt(), 3), padded(dev(), tiny_gpt(0.0, true, kPadded), 3);
+  BOOST_REQUIRE(padded.param_count() == plain.param_count() + pad);
+  BOOST_TEST(padded.targets_per_sample() == kSeq);
+  std::vector<float> p = plain.params().to_host(), q = padded.params().to_host();
+  BOOST_TEST(std::equal(p.begin(), p.begin() + wte, q.begin()));
+  BOOST_TEST(std::all_of(q.begin() + wte, q.begin() + wte + pad, [](float v) { return v == 0.0f; }));
+  BOOST_TEST(std::equal(p.begin() + wte, p.end(), q.begin() + wte + pad));
+  randomise(p, 7, 0.3f);
+  std::copy(p.begin(), p.begin() + wte, q.begin());
+  std::fill(q.begin() + wte, q.begin() + wte + pad, 3.0f);
+  std::copy(p.begin() + wte, p.end(), q.begin() + wte + pad);
+  plain.params().from_host(p.data(), p.size());
+  padded.params().from_host(q.data(), q.size());
+
+  Tensor x = random_tokens(2, kSeq, kVocab, 8);
+  const auto labels = random_labels(2 * kSeq, 9);
+  StepContext ctx;
+  SoftmaxCrossEntropy l1, l2;
+  const Tensor& y = padded.forward(x, ctx);
+  BOOST_TEST(y.shape() == (Shape{2, kSeq, kPadded}));
+  const LossResult b = l2.forward(y, labels.data(), true, kVocab);
+  padded.backward(l2.grad(), ctx);
+  const LossResult a = l1.forward(plain.forward(x, ctx), labels.data(), true, kVocab);
+  plain.backward(l1.grad(), ctx);
+  BOOST_TEST(b.loss_sum == a.loss_sum, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(b.correct == a.correct);
+  const std::vector<float> dlogits = l2.grad().to_host();
+  for (size_t r = 0; r < 2 * kSeq; ++r)
+    for (int c = kVocab; c < kPadded; ++c) BOOST_TEST(dlogits[r * kPadded + c] == 0.0f);
+  const std::vector<float> gp = plain.grads().to_host(), gq = padded.grads().to_host();
+  std::vector<float> gq_valid(gq.begin(), gq.begin() + wte);
+  gq_valid.insert(gq_valid.end(), gq.begin() + wte + pad, gq.end());
+  BOOST_REQUIRE(gq_valid.size() == gp.size());
+  double scale = 1e-3, err = 0.0;
+  for (size_t i = 0; i < gp.size(); ++i) {
+    scale = std::max(scale, double(std::abs(gp[i])));
+    err = std::max(err, double(std::abs(gq_valid[i] - gp[i])));
+  }
+  BOOST_TEST(err / scale < 1e-5);
+  BOOST_TEST(std::all_of(gq.begin() + wte, gq.begin() + wte + pad, [](float v) { return v == 0.0f; }));
+  // The head's work is the padded GEMM's (what the performance model and the MACs count).
+  BOOST_TEST(padded.forward_macs_per_sample() - plain.forward_macs_per_sample() ==
+             double(kSeq) * kEmbd * (kPadded - kVocab));
+
+  ModelSpec smaller = tiny_gpt(0.0, true, kVocab - 1);
+  BOOST_CHECK_EXCEPTION(Model(dev(), smaller, 3), Error, [](const Error& e) {
+    return std::string(e.what()).find("padded_vocab 10 is smaller than vocab 11") != std::string::npos;
+  });
 }
 
 BOOST_AUTO_TEST_CASE(tiny_gpt_param_groups_and_layout) {

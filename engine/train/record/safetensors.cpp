@@ -142,8 +142,11 @@ size_t gpt_tensors(const ModelSpec& spec, const Model& model, const float* p, st
     if (spec.layers[i].type != "transformer_block") return 0;
   const auto* emb = dynamic_cast<const Embedding*>(layers[0].get());
   if (!emb) return 0;
-  const int64_t c = emb->n_embd(), vocab = emb->vocab();
-  const int64_t seq_len = static_cast<int64_t>(emb->param_count()) / c - vocab;
+  // A padded table (engine/nn/embedding.hpp) is written as its vocab rows, the
+  // shape Hugging Face's GPT-2 and PyTorch expect; its padding, never read, is left
+  // out (init_from puts a file's rows back into a padded table).
+  const int64_t c = emb->n_embd(), vocab = emb->vocab(), padding = emb->padded_vocab() - vocab;
+  const int64_t seq_len = static_cast<int64_t>(emb->param_count()) / c - vocab - padding;
   for (size_t i = 1; i + 2 < n; ++i)  // the layout below, or nothing is read
     if (layers[i]->param_count() != static_cast<size_t>(12 * c * c + 13 * c)) return 0;
   if (layers[n - 2]->param_count() != static_cast<size_t>(2 * c)) return 0;
@@ -154,6 +157,7 @@ size_t gpt_tensors(const ModelSpec& spec, const Model& model, const float* p, st
     p += count;
   };
   take("transformer.wte.weight", {vocab, c});
+  p += padding * c;
   take("transformer.wpe.weight", {seq_len, c});
   for (size_t b = 0; b + 3 < n; ++b) {  // engine/nn/transformer_block.hpp's order
     const std::string h = "transformer.h." + std::to_string(b) + ".";

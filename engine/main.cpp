@@ -21,6 +21,7 @@
 
 #include "engine/cli/dry_run.hpp"
 #include "engine/cli/options.hpp"
+#include "engine/cli/sample.hpp"
 #include "engine/cli/usage.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/gpu_probe.hpp"
@@ -499,6 +500,7 @@ int dispatch(std::vector<std::string> args, int* argc, char*** argv) {
   CommandLine line;
   if (const int status = parse_or_exit(cmd, args, &line); status >= 0) return status;
   if (cmd == "attach") return tandem::attach_console(line.operand, {});
+  if (cmd == "sample") return tandem::cli::sample(line);
   if (cmd == "test") return tandem::run_lua_test_file(line.operand);
   return print_version();
 }

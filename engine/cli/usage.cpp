@@ -60,6 +60,23 @@ std::vector<Command> make_commands() {
        "experiment file",
        true,
        {{"--out", "FILE", "write the table to FILE (default: standard output)"}}},
+      {"sample", "EXPERIMENT.lua init_from=FILE [key=value ...] [options]",
+       "text from a trained language model (nanoGPT's sample.py)",
+       "Text from a language model (model = 'gpt'): the experiment's model with init_from's\n"
+       "weights (a run's params.safetensors, or Hugging Face's GPT-2 model.safetensors), a prompt,\n"
+       "and --tokens more drawn one at a time (temperature 0: always the most likely). A byte\n"
+       "vocabulary's prompt is text (--prompt); GPT-2's takes --prompt-tokens and prints ids.\n"
+       "Each token is a forward pass of a data.seq_len window (no key-value cache).",
+       "experiment file",
+       true,
+       {{"--prompt", "TEXT", "the prompt's bytes (a byte vocabulary; default a newline)"},
+        {"--prompt-tokens", "IDS", "the prompt as token ids, comma-separated (15496,11,995)"},
+        {"--tokens", "N", "how many tokens to draw (default 100)"},
+        {"--temperature", "T", "softmax temperature (default 0.8; 0: the arg-max)"},
+        {"--top-k", "K", "draw among the K most likely (default 200; 0: all)"},
+        {"--seed", "S", "the draws' seed (default the experiment's seed)"},
+        {"--logits", "FILE", "write the prompt's logits, [positions, vocab] float32, as .npy"},
+        kLogLevel}},
       {"attach", "RUN_DIR", "a Lua prompt into a running job",
        "A Lua prompt into a running job through the socket in its run directory (repl.sock):\n"
        "workers(), plan(), history(n), policy(), swap('boa'), set(key, value), emulate{...},\n"

@@ -13,7 +13,7 @@ constexpr int kExitFailure = 1;  // a bad experiment, a training error, a failed
 constexpr int kExitUsage = 2;    // the command line is wrong
 constexpr int kExitInterrupted = 130;  // Ctrl-C (128 + SIGINT), as shells report it
 
-// Every subcommand: run, sim, profile, attach, report, test, version.
+// Every subcommand: run, sim, profile, sample, attach, report, test, version.
 const std::vector<Command>& commands();
 // The subcommand named `name`, or nullptr.
 const Command* find_command(const std::string& name);

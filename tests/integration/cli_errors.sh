@@ -33,4 +33,12 @@ expect policy_syntax "badpolicy.lua:1" "$tandem" run scripts/experiments/quickst
 expect policy_init "needs params.speeds" "$tandem" run scripts/experiments/quickstart.lua policy.file="$tmp/initpolicy.lua" --out "$tmp/r8"
 expect policy_bounds "no plan can satisfy the policy's bounds" "$tandem" run scripts/experiments/quickstart.lua policy.file=lbb policy.max_batch=10,10 --workers 2 --out "$tmp/r9"
 expect unknown_command "unknown command" "$tandem" frobnicate
+# tandem sample: a language model and weights, a prompt in its vocabulary (the
+# command line is checked before the file is read).
+: > "$tmp/x.safetensors"
+expect sample_not_lm "is not a language model" "$tandem" sample scripts/experiments/quickstart.lua init_from=$tmp/x.safetensors
+expect sample_no_weights "give init_from=FILE" "$tandem" sample scripts/experiments/gpt.lua
+expect sample_bad_token "item 2 '300' is not a token" "$tandem" sample scripts/experiments/gpt.lua init_from=$tmp/x.safetensors --prompt-tokens 5,300
+expect sample_bad_count "--tokens 'many' is not a whole number" "$tandem" sample scripts/experiments/gpt.lua init_from=$tmp/x.safetensors --tokens many
+expect sample_no_file "missing.safetensors" "$tandem" sample scripts/experiments/gpt.lua init_from=$tmp/missing.safetensors
 [[ $fails -eq 0 ]] && echo "all CLI error checks passed" || exit 1

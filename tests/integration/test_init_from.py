@@ -7,7 +7,8 @@
    32), from a PyTorch GPT (tools/golden/check_gpt_against_torch.py) with random
    weights. tandem loads it and evaluates it before its first step: its validation
    loss is PyTorch's on the same windows, to 1e-5 relative, and so is its token
-   accuracy (but for near-ties). The same file in
+   accuracy (but for near-ties); `tandem sample --logits` gives PyTorch's logits of
+   a prompt, to 1e-5 relative, and its greedy continuation. The same file in
    float16 against PyTorch with the weights rounded to float16. The same file into a
    model whose token table is padded (models/gpt.lua: vocab_multiple) evaluates
    the same.
@@ -143,6 +144,33 @@ def main():
         fail(f"tandem's validation loss {s['test_loss']} from the Hugging Face file, PyTorch's {loss}")
     if abs(correct - got) > ties:
         fail(f"tandem gets {got} tokens right from the Hugging Face file, PyTorch {correct}")
+
+    # The logits themselves (tandem sample --logits), position by position, and a
+    # greedy continuation: PyTorch's from the same file, to 1e-5 relative.
+    prompt = x[0, :20]
+    with torch.no_grad():
+        want = model(prompt.view(1, -1))[0].numpy()
+        greedy = prompt.clone()
+        for _ in range(6):
+            greedy = torch.cat([greedy, model(greedy.view(1, -1))[0, -1].argmax().view(1)])
+    for label, extra in (("", []), (" (table padded to 300 rows)", ["model_args.vocab_multiple=100"])):
+        npy = os.path.join(SCRATCH, "logits.npy")
+        cmd = [TANDEM, "sample", "scripts/experiments/gpt.lua", f"init_from={hf}", *GPT_ARGS, *extra,
+               "--prompt-tokens", ",".join(str(int(t)) for t in prompt), "--tokens", "6", "--temperature", "0",
+               "--logits", npy, "--log-level", "warn"]
+        r = subprocess.run(cmd, capture_output=True, timeout=300, cwd=ROOT)  # bytes: a byte model prints any
+        if r.returncode != 0:
+            fail(f"tandem sample exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        got = np.load(npy)
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        if got.shape != want.shape or err > 1e-5:
+            fail(f"tandem sample's logits{label}: shape {got.shape} (PyTorch {want.shape}), largest difference "
+                 f"{err:.2e} of the largest logit")
+        if r.stdout != bytes(int(t) for t in greedy) + b"\n":
+            fail(f"tandem sample{label} printed {r.stdout!r}, PyTorch's prompt and greedy continuation are "
+                 f"{bytes(int(t) for t in greedy)!r}")
+        print(f"tandem sample{label}: the prompt's logits within {err:.1e} of PyTorch's (largest difference over the "
+              "largest logit), the same greedy continuation")
 
     # The same file into a model whose token table is padded (vocab_multiple = 100:
     # 300 rows for 256 tokens, as GPT-2's 50257 become 50304): the loaded rows and

@@ -34,4 +34,13 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;
 };
 
+// Whether any layer (residual bodies and shortcuts included) is batch norm, whose
+// statistics depend on how a batch is cut (micro-batches, accumulate).
+inline bool has_batchnorm(const std::vector<LayerSpec>& layers) {
+  for (const LayerSpec& l : layers)
+    if (l.type == "batchnorm" || has_batchnorm(l.body) || has_batchnorm(l.shortcut)) return true;
+  return false;
+}
+inline bool model_has_layer_state(const ModelSpec& spec) { return has_batchnorm(spec.layers); }
+
 }  // namespace tandem

@@ -457,7 +457,7 @@ Fields<FaultConfig> fault_fields() {
 
 Fields<PlanConfig> plan_fields() {
   using P = PlanConfig;
-  return {at<P>("kind", &P::kind), at<P>("batches", &P::batches)};
+  return {at<P>("kind", &P::kind), at<P>("batches", &P::batches), at<P>("micro_batches", &P::micro_batches)};
 }
 
 // The Lua schema's `sync` record: C++ keeps the sync plan in plan.sync and the

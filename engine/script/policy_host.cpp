@@ -61,21 +61,29 @@ PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
   c.params_json = cfg.policy.params_json;
   c.history = cfg.policy.history;
   c.bsp_only = bsp_only_reason(cfg);
+  c.accumulate = cfg.accumulate;
+  if (cfg.accumulate == 1 && model_has_layer_state(cfg.model))
+    c.micro_refused = "model '" + cfg.model.name + "' has batch norm, whose statistics would be each micro-batch's";
   const int64_t lo = std::accumulate(c.min_batch.begin(), c.min_batch.end(), int64_t{0});
   const int64_t hi = std::accumulate(c.max_batch.begin(), c.max_batch.end(), int64_t{0});
-  TANDEM_CHECK_HINT(lo <= cfg.global_batch && hi >= cfg.global_batch,
+  // A worker's max_batch bounds its micro-batch (plan_problem): with micro-batches it
+  // may take up to kMaxMicroBatches times as many samples.
+  TANDEM_CHECK_HINT(lo <= cfg.global_batch && hi * kMaxMicroBatches >= cfg.global_batch,
                     "lower policy.min_batch or raise policy.max_batch so that some split of the global batch fits",
                     "no plan can satisfy the policy's bounds: the smallest batches add up to ", lo,
-                    " and the largest to ", hi, ", but the global batch is ", cfg.global_batch);
+                    " and the largest to ", hi, " (", kMaxMicroBatches, " micro-batches of it each at most), but the "
+                    "global batch is ", cfg.global_batch);
   return c;
 }
 
 std::string plan_problem(const PolicyAnswer& answer, const PolicyCluster& c) {
-  std::string problem = plan_problem(answer.local_batch, c);
+  std::string problem = plan_problem(answer.local_batch, c, answer.micro_batches);
   if (!problem.empty()) return problem;
+  if (!c.micro_refused.empty() && !Plan{{}, {}, answer.micro_batches}.micro_counts_trivial())
+    return "micro-batches refused: " + c.micro_refused;
   if (answer.sync.mode != SyncMode::bsp && !c.bsp_only.empty())
     return "sync mode " + std::string(sync_mode_name(answer.sync.mode)) + " refused: " + c.bsp_only;
-  const Plan plan{answer.local_batch, answer.sync};
+  const Plan plan{answer.local_batch, answer.sync, answer.micro_batches};
   if (plan.sync.mode != SyncMode::bsp && plan.global_batch() != c.global_batch)
     return fmt::format("sync mode {} refused with a global batch of {}: the relaxed modes train with the experiment's "
                        "global_batch ({})", sync_mode_name(plan.sync.mode), plan.global_batch(), c.global_batch);
@@ -87,12 +95,23 @@ std::string plan_problem(const PolicyAnswer& answer, const PolicyCluster& c) {
   return "";
 }
 
-std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c) {
+std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c, const std::vector<int64_t>& micro) {
   if (static_cast<int>(b.size()) != c.workers)
     return fmt::format("{} local batches for {} workers", b.size(), c.workers);
+  if (!micro.empty() && micro.size() != b.size())
+    return fmt::format("{} micro-batch counts for {} workers", micro.size(), c.workers);
   for (size_t r = 0; r < b.size(); ++r) {
-    if (b[r] < c.min_batch[r] || b[r] > c.max_batch[r])
-      return fmt::format("worker {} gets {}, outside its bounds [{}, {}]", r, b[r], c.min_batch[r], c.max_batch[r]);
+    const int64_t k = micro.empty() ? c.accumulate : micro[r];
+    if (k < 1 || k > kMaxMicroBatches)
+      return fmt::format("worker {} gets {} micro-batches, outside [1, {}]", r, k, kMaxMicroBatches);
+    // The cap bounds what the worker holds at once: its micro-batch.
+    const int64_t held = b[r] > 0 ? (b[r] + k - 1) / k : b[r];
+    if (b[r] < c.min_batch[r] || held > c.max_batch[r])
+      return k == 1 ? fmt::format("worker {} gets {}, outside its bounds [{}, {}]", r, b[r], c.min_batch[r],
+                                  c.max_batch[r])
+                    : fmt::format("worker {} gets {} in {} micro-batches of up to {}, outside its bounds [{}, {}] "
+                                  "(max_batch bounds a micro-batch)", r, b[r], k, held, c.min_batch[r],
+                                  c.max_batch[r]);
   }
   const int64_t sum = std::accumulate(b.begin(), b.end(), int64_t{0});
   if (c.batch_min() == c.batch_max() && sum != c.global_batch)
@@ -449,7 +468,8 @@ void PolicyHost::step_current(const Job& job, Decision& d) {
   failures_ = 0;
   if (d.report.event == "idle") d.report.reason = answer.reason;  // else: a failed swap's reason
   d.report.metrics = answer.metrics;
-  if (answer.keep || (answer.local_batch == job.in_force && answer.sync == sync_in_force_)) {
+  if (answer.keep || (answer.local_batch == job.in_force && answer.sync == sync_in_force_ &&
+                      answer.micro_batches == micro_in_force_)) {
     if (d.report.event == "idle") d.report.event = "keep";
     return;
   }
@@ -535,15 +555,18 @@ SwapResult PolicyHost::try_swap(const std::string& path, const std::string& para
   d.report.policy = name_;
   d.report.reason = answer.reason.empty() ? r.message : answer.reason;
   d.report.metrics = answer.metrics;
-  if (!answer.keep && (answer.local_batch != job.in_force || answer.sync != sync_in_force_)) adopt(answer, d);
+  if (!answer.keep && (answer.local_batch != job.in_force || answer.sync != sync_in_force_ ||
+                       answer.micro_batches != micro_in_force_))
+    adopt(answer, d);
   return r;
 }
 
 void PolicyHost::adopt(const PolicyAnswer& answer, Decision& d) {
   d.report.plan = answer.local_batch;
   d.report.sync = answer.sync.str();
-  d.plan = Plan{answer.local_batch, answer.sync};
+  d.plan = Plan{answer.local_batch, answer.sync, answer.micro_batches};
   sync_in_force_ = answer.sync;  // the trainer runs every plan it is given
+  micro_in_force_ = answer.micro_batches;
 }
 
 }  // namespace tandem

@@ -54,7 +54,10 @@ void check_policy(const ExperimentConfig& cfg, int workers);
 
 // Empty when valid, else why not: the local batches against the cluster's bounds,
 // and (for a whole answer) the sync mode's settings.
-std::string plan_problem(const std::vector<int64_t>& local_batch, const PolicyCluster& cluster);
+// micro_batches (empty: one each): a worker's max_batch bounds its micro-batch,
+// ceil(b / k), not its local batch b (issue 37).
+std::string plan_problem(const std::vector<int64_t>& local_batch, const PolicyCluster& cluster,
+                         const std::vector<int64_t>& micro_batches = {});
 std::string plan_problem(const PolicyAnswer& answer, const PolicyCluster& cluster);
 
 class PolicyHost : public PlanPolicy {
@@ -128,6 +131,7 @@ private:
   std::unique_ptr<PolicyProcess> worker_;   // touched by the policy thread only, after start; never null
   std::deque<Job> window_;                  // recent stats, for a new policy's dry run
   SyncPlan sync_in_force_;                  // the sync mode of the last plan sent (bsp at first)
+  std::vector<int64_t> micro_in_force_;     // the micro-batches of the last plan sent (none at first)
   int failures_ = 0;                        // in a row
   bool disabled_ = false;
   int64_t file_mtime_ns_ = 0, file_size_ = -1;

@@ -445,31 +445,44 @@ PolicyAnswer PolicySandbox::step(int64_t iteration, int64_t global_batch, const 
   if (lua_type(L_, -1) == LUA_TSTRING) take_reason(-1);
   lua_pop(L_, 1);
   if (answer.reason.empty() && lua_type(L_, top) == LUA_TSTRING) take_reason(top);
-  lua_pushstring(L_, "local_batch");
+  read_int_list(ans, "local_batch", "batch", "local batches", true, garbage, answer.local_batch);
+  read_int_list(ans, "micro_batches", "micro-batch count", "micro-batch counts", false, garbage,
+                answer.micro_batches);
+  read_sync(ans, garbage, answer.sync);
+  read_metrics(ans, garbage, answer.metrics);
+  answer.keep = false;
+  return answer;
+}
+
+template <typename Garbage>
+bool PolicySandbox::read_int_list(int ans, const char* key, const char* item, const char* items, bool required,
+                                  const Garbage& garbage, std::vector<int64_t>& out) {
+  lua_pushstring(L_, key);
   lua_rawget(L_, ans);
-  if (!lua_istable(L_, -1)) throw garbage("returned a table without a local_batch list");
   const int list = lua_gettop(L_);
+  if (lua_isnil(L_, list) && !required) {
+    lua_pop(L_, 1);
+    return false;
+  }
+  if (!lua_istable(L_, list)) throw garbage(std::string("returned a table without a ") + key + " list");
   const int n = static_cast<int>(lua_objlen(L_, list));
   if (n != workers_)
-    throw garbage("returned " + std::to_string(n) + " local batches for " + std::to_string(workers_) + " workers");
-  answer.local_batch.resize(static_cast<size_t>(n));
+    throw garbage("returned " + std::to_string(n) + " " + items + " for " + std::to_string(workers_) + " workers");
+  out.resize(static_cast<size_t>(n));
   for (int i = 1; i <= n; ++i) {
     lua_rawgeti(L_, list, i);
     const bool number = lua_type(L_, -1) == LUA_TNUMBER;
     const double v = number ? lua_tonumber(L_, -1) : 0.0;
     const std::string text = number ? "" : lua_value_text(L_, -1);
     lua_pop(L_, 1);
-    if (!number) throw garbage("gave worker " + std::to_string(i - 1) + " the batch " + text + ", not a number");
+    if (!number) throw garbage("gave worker " + std::to_string(i - 1) + " the " + item + " " + text + ", not a number");
     if (!std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 9.0e15)
-      throw garbage("gave worker " + std::to_string(i - 1) + " the batch " + std::to_string(v) +
+      throw garbage("gave worker " + std::to_string(i - 1) + " the " + item + " " + std::to_string(v) +
                     ", not a finite integer");
-    answer.local_batch[static_cast<size_t>(i - 1)] = static_cast<int64_t>(v);
+    out[static_cast<size_t>(i - 1)] = static_cast<int64_t>(v);
   }
   lua_pop(L_, 1);
-  read_sync(ans, garbage, answer.sync);
-  read_metrics(ans, garbage, answer.metrics);
-  answer.keep = false;
-  return answer;
+  return true;
 }
 
 // metrics = {name = number, ...}, optional: raw reads, in a fixed order (sorted by

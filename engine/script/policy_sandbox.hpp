@@ -44,6 +44,10 @@ struct PolicyCluster {
   std::string params_json = "{}";             // cluster.params
   int history = 20;                           // iterations kept in stats.history
   std::string bsp_only;  // why the run trains with bsp only ("": any sync mode; plan.hpp bsp_only_reason)
+  // Why a plan may not compute a worker's batch in micro-batches ("": it may); the
+  // host's alone (never sent to the policy's worker).
+  std::string micro_refused;
+  int64_t accumulate = 1;  // the micro-batches of a plan that gives none (host only)
   // The global batches a plan may carry (policy.global_batch; 0: B0 alone, fixed).
   int64_t global_batch_min = 0, global_batch_max = 0;
   std::string lr_scaling = "linear";  // how lr follows B (config.hpp LrScaling)
@@ -55,6 +59,7 @@ struct PolicyCluster {
 struct PolicyAnswer {
   bool keep = true;  // nil: keep the plan
   std::vector<int64_t> local_batch;
+  std::vector<int64_t> micro_batches;  // one per worker, or empty (none given: Plan::micro_batches)
   SyncPlan sync;     // from mode, groups, k, local_steps, staleness, sync_every (bsp when no mode)
   std::string reason;
   // The quantities behind the decision (metrics = {name = number}), for the trace:
@@ -120,6 +125,12 @@ private:
   // The plan table's sync-mode fields (at stack index ans) into sync.
   template <typename Garbage>
   void read_sync(int ans, const Garbage& garbage, SyncPlan& sync);
+  // The list of one integer per worker at ans[key] into `out` (`item` names one in
+  // messages, `items` several); false, out untouched, when the key is nil and not
+  // `required`.
+  template <typename Garbage>
+  bool read_int_list(int ans, const char* key, const char* item, const char* items, bool required,
+                     const Garbage& garbage, std::vector<int64_t>& out);
 
   std::string path_;
   std::string params_in_force_;

@@ -69,6 +69,7 @@ PolicyCluster get_cluster(WireReader& r) {
 void put_answer(WireWriter& w, const PolicyAnswer& a) {
   w.put<uint8_t>(a.keep ? 1 : 0);
   w.put_vector(a.local_batch);
+  w.put_vector(a.micro_batches);
   w.put<int32_t>(static_cast<int32_t>(a.sync.mode));
   w.put_vector(a.sync.group);
   w.put<int32_t>(a.sync.k);
@@ -87,6 +88,7 @@ PolicyAnswer get_answer(WireReader& r) {
   PolicyAnswer a;
   a.keep = r.get<uint8_t>("answer.keep") != 0;
   a.local_batch = r.get_vector<int64_t>("answer.local_batch");
+  a.micro_batches = r.get_vector<int64_t>("answer.micro_batches");
   const int32_t mode = r.get<int32_t>("answer.mode");
   if (!known_sync_mode(mode))
     throw ScriptFailure(ScriptFailure::Garbage, "answer.mode " + std::to_string(mode) + " is no sync mode");

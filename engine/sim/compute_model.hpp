@@ -19,7 +19,8 @@ public:
 
   // Worker r's step at iteration t on local_batch samples: sets w's real_compute_ms,
   // compute_ms, data_ms and speed, nothing else.
-  void step(int r, int64_t t, int64_t local_batch, WorkerStats& w) const;
+  // micro: the micro-batches it is computed in (each pays a pass's fixed cost).
+  void step(int r, int64_t t, int64_t local_batch, WorkerStats& w, int64_t micro = 1) const;
   // The ideal throughput: every worker alone at an equal share of the global batch
   // (noise left out), its samples/s summed.
   double ideal_samples_per_s(int workers, int64_t global_batch) const;

@@ -155,7 +155,7 @@ void Simulator::step(int64_t t) {
     w.iteration = t;
     w.local_batch = plan_.local_batch[static_cast<size_t>(r)];
     w.start_ms = clock_ms_;
-    compute_.step(r, t, w.local_batch, w);
+    compute_.step(r, t, w.local_batch, w, plan_.micro(r, cfg_.accumulate));
     w.samples_per_s = w.compute_ms > 0 ? static_cast<double>(w.local_batch) / (w.compute_ms / 1000.0) : 0.0;
     slowest = std::max(slowest, w.compute_ms);
     host = std::max(host, w.data_ms);

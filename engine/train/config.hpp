@@ -86,6 +86,8 @@ struct PlanConfig {
   // every iteration: for testing that any split trains the same)
   std::string kind = "equal";
   std::vector<int64_t> batches;  // fixed: one local batch per rank, summing to global_batch
+  // One micro-batch count per rank (Plan::micro_batches); empty: accumulate for every rank.
+  std::vector<int64_t> micro_batches;
   // How workers synchronise when no policy says otherwise (plan.hpp SyncPlan).
   struct Sync {
     std::string mode = "bsp";     // bsp | grouped | ksync | local

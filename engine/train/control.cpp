@@ -10,7 +10,8 @@ namespace tandem {
 namespace {
 
 // The wire's layout: rank 0's fields, then one local batch and one group per rank,
-// then one nonfinite flag per rank (written by that rank).
+// then one nonfinite flag per rank (written by that rank), then one micro-batch count
+// per rank (0: the plan gives none).
 enum Field : size_t {
   kStop,
   kPause,
@@ -49,7 +50,7 @@ std::string Control::nonfinite_ranks() const {
   return out;
 }
 
-size_t ControlWire::floats() const { return kFields + 3 * static_cast<size_t>(world_); }
+size_t ControlWire::floats() const { return kFields + 4 * static_cast<size_t>(world_); }
 
 void ControlWire::encode(const Control& c, int rank, float* out) const {
   std::fill(out, out + floats(), 0.0f);
@@ -71,6 +72,7 @@ void ControlWire::encode(const Control& c, int rank, float* out) const {
       for (size_t r = 0; r < n; ++r) {
         out[kFields + r] = exact(p.local_batch[r], "a local batch");
         out[kFields + n + r] = p.sync.group.empty() ? 0.0f : exact(p.sync.group[r], "a sync group");
+        if (!p.micro_batches.empty()) out[kFields + 3 * n + r] = exact(p.micro_batches[r], "a micro-batch count");
       }
     }
     if (c.slowdown) {
@@ -103,7 +105,9 @@ Control ControlWire::decode(const float* in) const {
     for (size_t r = 0; r < n; ++r) {
       p.local_batch.push_back(integer(in[kFields + r]));
       if (p.sync.mode == SyncMode::grouped) p.sync.group.push_back(static_cast<int>(integer(in[kFields + n + r])));
+      if (in[kFields + 3 * n + r] > 0.5f) p.micro_batches.push_back(integer(in[kFields + 3 * n + r]));
     }
+    if (p.micro_batches.size() != n) p.micro_batches.clear();  // none sent
     c.plan = std::move(p);
   }
   if (flag(in[kHasSlowdown])) {

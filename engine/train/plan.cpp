@@ -37,6 +37,17 @@ void Plan::validate(int world_size, int64_t global_batch_size) const {
   TANDEM_CHECK_HINT(sum == global_batch_size, "make the local batches add up to global_batch", "plan ", str(),
                     " sums to ", sum, ", not the global batch ", global_batch_size);
   const int n = world_size;
+  if (!micro_batches.empty()) {
+    TANDEM_CHECK_HINT(micro_batches.size() == static_cast<size_t>(n),
+                      "give one micro-batch count per worker (micro_batches = {k1, ..., kN})", "plan ", str(), " has ",
+                      micro_batches.size(), " micro-batch counts for ", n, " workers");
+    for (size_t r = 0; r < micro_batches.size(); ++r)
+      TANDEM_CHECK_HINT(micro_batches[r] >= 1 && micro_batches[r] <= kMaxMicroBatches,
+                        "give each worker 1 to " + std::to_string(kMaxMicroBatches) + " micro-batches", "plan ", str(),
+                        " gives rank ", r, " ", micro_batches[r], " micro-batches");
+    TANDEM_CHECK_HINT(sync.mode == SyncMode::bsp || micro_counts_trivial(), "use micro-batches with sync mode bsp",
+                      "plan ", str(), ": micro-batches per worker are for bsp, not ", sync_mode_name(sync.mode));
+  }
   const int mode = static_cast<int>(sync.mode);
   TANDEM_CHECK_HINT(mode >= 0 && mode <= static_cast<int>(SyncMode::local),
                     "use sync mode bsp, grouped, ksync or local", "plan ", str(), " has sync mode number ", mode);
@@ -89,10 +100,23 @@ void Plan::validate(int world_size, int64_t global_batch_size) const {
                       " global batches");
 }
 
+int64_t Plan::micro(int rank, int64_t fallback) const {
+  return static_cast<size_t>(rank) < micro_batches.size() ? micro_batches[static_cast<size_t>(rank)] : fallback;
+}
+
+bool Plan::micro_counts_trivial() const {
+  return std::all_of(micro_batches.begin(), micro_batches.end(), [](int64_t k) { return k == 1; });
+}
+
 std::string Plan::str() const {
   std::string s = "[";
   for (size_t i = 0; i < local_batch.size(); ++i) s += (i ? ", " : "") + std::to_string(local_batch[i]);
   s += "]";
+  if (!micro_counts_trivial()) {
+    s += " in micro-batches [";
+    for (size_t i = 0; i < micro_batches.size(); ++i) s += (i ? ", " : "") + std::to_string(micro_batches[i]);
+    s += "]";
+  }
   if (sync.mode != SyncMode::bsp) s += " " + sync.str();
   return s;
 }
@@ -186,6 +210,7 @@ Plan Plan::initial(const ExperimentConfig& cfg, int world_size, const Throughput
     plan = Plan::equal(world_size, cfg.global_batch);
   }
   plan.sync = SyncPlan::initial(cfg, world_size);
+  plan.micro_batches = cfg.plan.micro_batches;
   plan.validate(world_size, cfg.global_batch);
   return plan;
 }

@@ -66,12 +66,25 @@ struct SyncPlan {
   static SyncPlan initial(const ExperimentConfig& cfg, int world_size);
 };
 
+// The most micro-batches a worker's local batch may be computed in (a plan's
+// micro_batches): past it a worker's fixed costs would swamp any balance.
+constexpr int64_t kMaxMicroBatches = 1024;
+
 struct Plan {
   std::vector<int64_t> local_batch;  // one per rank
   SyncPlan sync;
+  // Per rank, the micro-batches its local batch is computed in (gradients summed, as
+  // `accumulate` does): a worker may take more samples than fit its memory at once
+  // (issue 37: the min-max chooses them with the local batches). Empty: every rank
+  // uses the experiment's `accumulate`. bsp only.
+  std::vector<int64_t> micro_batches = {};
 
   int64_t global_batch() const;
   int64_t offset(int rank) const;  // first position of rank's slice
+  // Rank's micro-batch count: its entry, or `fallback` (the experiment's accumulate).
+  int64_t micro(int rank, int64_t fallback) const;
+  // No entry above 1 (none given, or all 1).
+  bool micro_counts_trivial() const;
   // Throws a tandem::Error naming what is wrong (sizes, negatives, the sum, the
   // sync mode's settings).
   void validate(int world_size, int64_t global_batch) const;

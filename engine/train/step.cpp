@@ -17,6 +17,11 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, int64_t accumulate)
   TANDEM_CHECK_HINT(accumulate >= 1, "set accumulate to 1 or more", "accumulate = ", accumulate);
 }
 
+void TrainStep::set_micro_batches(int64_t k) {
+  TANDEM_CHECK_HINT(k >= 1, "give a plan's micro_batches 1 or more", "micro-batches = ", k);
+  accumulate_ = k;
+}
+
 TrainStep::~TrainStep() { drop_graphs(); }
 
 void TrainStep::pass(const Tensor& x, const int32_t* labels, const StepContext& ctx, bool accumulate) {
@@ -205,7 +210,7 @@ bool TrainStep::run_graphed(bool whole, const Tensor& x, const int32_t* labels, 
   const int64_t n = x.dim(0);
   // The position matters only to a model whose pass reads it (dropout's masks): one
   // without replays its graph wherever a plan puts this worker's samples.
-  const GraphKey key{whole, x.data(), labels, n, x.numel() / n, positional_ ? ctx.first_sample : 0};
+  const GraphKey key{whole, x.data(), labels, n, x.numel() / n, positional_ ? ctx.first_sample : 0, accumulate_};
   if (const Graph& g = graphs_[key]; g.id >= 0) {
     dev.replay(g.id);
     ++graph_counts_.replayed;

@@ -85,6 +85,10 @@ public:
   // ran, and when clipping is off: it is only computed for clipping).
   double last_grad_norm() const { return grad_norm_; }
   Optimizer& optimizer() { return optimizer_; }
+  // The micro-batches the next local batches are computed in (a plan's, per worker:
+  // Plan::micro_batches); the constructor's `accumulate` until set.
+  void set_micro_batches(int64_t k);
+  int64_t micro_batches() const { return accumulate_; }
 
   // The fused step (above) over a local batch that is the whole global batch (one
   // worker): the update divides by x's samples. `poison` puts a NaN in the gradient
@@ -129,9 +133,10 @@ private:
   void drop_graphs();
 
   // What a captured graph's ops depend on besides device memory: whether it is the
-  // whole step or compute()'s part, the input's pointers, its shape (samples, values)
-  // and the position of its first sample (0 for a model whose pass does not read it).
-  using GraphKey = std::tuple<bool, const float*, const int32_t*, int64_t, int64_t, int64_t>;
+  // whole step or compute()'s part, the input's pointers, its shape (samples, values),
+  // the position of its first sample (0 for a model whose pass does not read it) and
+  // the micro-batches it is computed in.
+  using GraphKey = std::tuple<bool, const float*, const int32_t*, int64_t, int64_t, int64_t, int64_t>;
   struct Graph {
     int id = -1;           // the device's handle; -1: not captured
     bool warm = false;     // a step queued op by op for this input allocated no memory

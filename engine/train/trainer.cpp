@@ -227,6 +227,12 @@ void Trainer::build_model() {
                     "set accumulate = 1, or use a model without batch norm (model_args.batchnorm=false where it "
                     "has one)", "accumulate = ", cfg_.accumulate, " cannot keep batch norm exact in model '",
                     cfg_.model.name, "': its statistics would be each micro-batch's");
+  const bool micro = std::any_of(cfg_.plan.micro_batches.begin(), cfg_.plan.micro_batches.end(),
+                                 [](int64_t k) { return k > 1; });
+  TANDEM_CHECK_HINT(!micro || model_->layer_state().empty(),
+                    "leave plan.micro_batches out, or use a model without batch norm",
+                    "plan.micro_batches cannot keep batch norm exact in model '", cfg_.model.name,
+                    "': its statistics would be each micro-batch's");
   optimizer_ = make_optimizer(dev_, *model_, cfg_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, length_.schedule_iterations);
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, cfg_.accumulate);

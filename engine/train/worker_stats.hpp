@@ -15,6 +15,7 @@ struct WorkerStats {
   int32_t valid = 0;  // 0 for the placeholder report of "iteration -1"
   int64_t iteration = -1;
   int64_t local_batch = 0;
+  int64_t micro_batches = 1;  // the micro-batches the local batch was computed in (a plan's, or accumulate)
   double start_ms = 0.0;    // iteration start on this rank's clock
   // Where the compute ended and the gradient sync began, on the same clock (0: not
   // measured; relaxed segments and tandem sim lay their phases end to end from

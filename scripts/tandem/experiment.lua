@@ -235,6 +235,9 @@ M.schema = record {
                               doc = 'equal split, proportional to emulated speeds, fixed batches, or random '
                                  .. '(a new uneven split every iteration, to test that any split trains the same)' }),
     batches = list(integer(nil, { min = 0 }), { doc = 'fixed: one local batch per rank, summing to global_batch' }),
+    micro_batches = list(integer(nil, { min = 1, max = 1024 }),
+                         { doc = 'one micro-batch count per rank (each computes its local batch in that many, '
+                            .. 'gradients summed); default: accumulate for every rank. bsp only' }),
   },
   -- How workers synchronise unless a policy says otherwise (engine/train/plan.hpp).
   sync = record {
@@ -274,7 +277,8 @@ M.schema = record {
                                                      .. '10000: the window is rebuilt on every call)' }),
     watch = boolean(true, { doc = 'reload the policy when its file changes (hot swap)' }),
     min_batch = integer(0, { min = 0, doc = "every worker's smallest local batch" }),
-    max_batch = list(integer(nil, { min = 1 }), { doc = "per worker, its largest local batch (its memory cap); "
+    max_batch = list(integer(nil, { min = 1 }), { doc = "per worker, its largest micro-batch (its memory cap: a "
+                                                   .. 'local batch of k micro-batches may hold k times it); '
                                                    .. 'default: global_batch (policy.global_batch.max when set)' }),
     global_batch = record({
       min = integer(0, { min = 0, max = MAX_INT, doc = 'the smallest global batch a plan may carry (0: global_batch)' }),
@@ -1273,9 +1277,9 @@ function M.resolve(exp, overrides, source, world)
              string.format('worker %d\'s %g MB holds no sample of this model (%.1f MB at batch 1)', i - 1,
                            w.memory_mb, memory_at(1, m)), 'give it more memory or a smaller model')
       end
-      -- With gradient accumulation the worker holds one micro-batch at a time (of at
-      -- most ceil(b / accumulate) samples): it takes accumulate times what fits at once.
-      lo = math.min(lo * exp.accumulate, range.max)
+      -- The cap bounds what the worker holds at once: one micro-batch (of ceil(b / k)
+      -- samples for k = its plan's micro-batches, or accumulate), not its local batch.
+      lo = math.min(lo, range.max)
       pol.max_batch = pol.max_batch or {}
       for r = 1, n do pol.max_batch[r] = pol.max_batch[r] or range.max end
       if lo < pol.max_batch[i] then
@@ -1287,14 +1291,15 @@ function M.resolve(exp, overrides, source, world)
   -- A fixed plan within every worker's bounds.
   if plan.kind == 'fixed' then
     for r, b in ipairs(plan.batches) do
-      local cap = pol.max_batch and pol.max_batch[r]
+      local k = plan.micro_batches and plan.micro_batches[r] or exp.accumulate
+      local cap = pol.max_batch and pol.max_batch[r] and pol.max_batch[r] * k
       if cap and b > cap then
         local why = cap_source[r] == 'policy.max_batch' and 'policy.max_batch' or
                       string.format('%s = %g MB with emulation.memory', cap_source[r], emu.workers[r].memory_mb)
         fail(ctx, 'plan.batches', string.format("'plan.batches[%d]' must be <= %d, worker %d's largest local batch "
-                                                   .. '(%s), got %d', r, cap, r - 1, why, b),
-             string.format('give worker %d at most %d samples and the others the rest of global_batch, or raise %s',
-                           r - 1, cap, cap_source[r]))
+                                                   .. 'in %d micro-batch(es) (%s), got %d', r, cap, r - 1, k, why, b),
+             string.format('give worker %d at most %d samples and the others the rest of global_batch, give it '
+                             .. 'more micro-batches (plan.micro_batches), or raise %s', r - 1, cap, cap_source[r]))
       end
       if b < pol.min_batch then
         fail(ctx, 'plan.batches', string.format("'plan.batches[%d]' must be >= policy.min_batch = %d, got %d", r,
@@ -1325,10 +1330,12 @@ function M.resolve(exp, overrides, source, world)
                            .. '%d over %d workers), got %d', math.floor(B / n), B, n, pol.min_batch),
            'lower policy.min_batch, or raise global_batch')
     end
-    if hi < B then
+    -- A worker's cap bounds its micro-batch: it may take up to 1024 of them a step
+    -- (engine/train/plan.hpp kMaxMicroBatches).
+    if hi * 1024 < B then
       fail(ctx, 'policy.max_batch',
-           string.format("no plan can satisfy the policy's bounds: the workers' largest local batches add up to %d, "
-                           .. 'less than global_batch = %d', hi, B),
+           string.format("no plan can satisfy the policy's bounds: the workers' largest micro-batches add up to %d, "
+                           .. 'less than global_batch = %d even in 1024 micro-batches each', hi, B),
            'raise policy.max_batch (or the workers\' emulation.workers[i].memory_mb), or lower global_batch')
     end
   end

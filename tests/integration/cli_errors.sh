@@ -31,7 +31,7 @@ printf 'return { init = function(c) error("needs params.speeds") end, step = fun
 expect unknown_policy "policy 'nonexist' not found" "$tandem" run scripts/experiments/quickstart.lua policy.file=nonexist --out "$tmp/r6"
 expect policy_syntax "badpolicy.lua:1" "$tandem" run scripts/experiments/quickstart.lua policy.file="$tmp/badpolicy.lua" --workers 2 --out "$tmp/r7"
 expect policy_init "needs params.speeds" "$tandem" run scripts/experiments/quickstart.lua policy.file="$tmp/initpolicy.lua" --out "$tmp/r8"
-expect policy_bounds "no plan can satisfy the policy's bounds" "$tandem" run scripts/experiments/quickstart.lua policy.file=lbb policy.max_batch=10,10 --workers 2 --out "$tmp/r9"
+expect policy_bounds "no plan can satisfy the policy's bounds" "$tandem" run scripts/experiments/quickstart.lua policy.file=lbb policy.min_batch=40 --workers 2 --out "$tmp/r9"
 expect unknown_command "unknown command" "$tandem" frobnicate
 # tandem sample: a language model and weights, a prompt in its vocabulary (the
 # command line is checked before the file is read).

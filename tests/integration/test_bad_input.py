@@ -112,7 +112,7 @@ expect_rejected("fixed_plan_negative", ["plan.kind=fixed", "plan.batches=-1,65",
                 ["'plan.batches[1]' must be >= 0, got -1"])
 expect_rejected("fixed_plan_over_max_batch", ["plan.kind=fixed", "plan.batches=60,4", "--workers", "2",
                                               "policy.max_batch=50,64"],
-                ["'plan.batches[1]' must be <= 50, worker 0's largest local batch (policy.max_batch), got 60"])
+                ["'plan.batches[1]' must be <= 50, worker 0's largest local batch in 1 micro-batch(es) (policy.max_batch), got 60"])
 expect_rejected("fixed_plan_over_memory", ["plan.kind=fixed", "plan.batches=60,4", "--workers", "2",
                                            "emulation.memory.batch=1,64", "emulation.memory.mb=10,20",
                                            "emulation.workers={{memory_mb = 15}, {speed = 1}}"],
@@ -225,7 +225,7 @@ expect_rejected("policy_init_error", ["policy.file=" + init_policy, "--workers",
 expect_rejected("policy_params_wrong_type", ["policy.file=lbb", "policy.params={ft = 'fast'}", "--workers", "2"],
                 ["lbb"], traceback_ok=True)
 expect_rejected("policy_missing", ["policy.file=nonexist", "--workers", "2"], ["policy 'nonexist' not found"])
-expect_rejected("policy_bounds", ["policy.file=lbb", "policy.max_batch=10,10", "--workers", "2"],
+expect_rejected("policy_bounds", ["policy.file=lbb", "policy.max_batch=1,1", "global_batch=5000", "--workers", "2"],
                 ["no plan can satisfy the policy's bounds"])
 
 

@@ -62,9 +62,13 @@ BOOST_AUTO_TEST_CASE(any_plan_gives_the_parameters_of_one_worker) {
   const auto skewed = train("skewed", "--workers 4 plan.kind=fixed plan.batches=1,3,40,84");
   const auto changing = train("changing", "--workers 4 plan.kind=random");
   const auto idle = train("idle", "--workers 4 plan.kind=fixed plan.batches=0,0,0,128");
+  // Each worker its own micro-batch count (issue 37): 1, 3 and 7.
+  const auto micro = train("micro", "--workers 3 plan.kind=fixed plan.batches=8,40,80 plan.micro_batches=1,3,7");
   std::cout << ("scaled differences: skewed ") << scaled_difference(one, skewed) << ", changing "
                                                    << scaled_difference(one, changing) << ", idle "
-                                                   << scaled_difference(one, idle) << std::endl;
+                                                   << scaled_difference(one, idle) << ", micro-batches 1, 3, 7 "
+                                                   << scaled_difference(one, micro) << std::endl;
+  BOOST_TEST(scaled_difference(one, micro) < 1e-5);
   BOOST_TEST(scaled_difference(one, skewed) < 1e-5);
   BOOST_TEST(scaled_difference(one, changing) < 1e-5);
   BOOST_TEST(scaled_difference(one, idle) < 1e-5);
@@ -135,6 +139,10 @@ BOOST_AUTO_TEST_CASE(a_gpt_with_adamw_and_clipping_trains_the_same_under_any_pla
   // sample in one).
   const auto accumulated =
       train("gpt-accumulated", "--workers 4 plan.kind=fixed plan.batches=1,3,40,84 accumulate=3", gpt, 8);
+  // And a micro-batch count per worker: 1, 3 and 7.
+  const auto micro =
+      train("gpt-micro", "--workers 3 plan.kind=fixed plan.batches=8,40,80 plan.micro_batches=1,3,7", gpt, 8);
+  BOOST_TEST(scaled_difference(one, micro) < 1e-6);
   std::cout << "gpt with adamw, scaled differences: skewed " << scaled_difference(one, skewed) << ", changing "
             << scaled_difference(one, changing) << ", accumulated " << scaled_difference(one, accumulated)
             << std::endl;

@@ -92,6 +92,38 @@ BOOST_AUTO_TEST_CASE(bsp_plans_carry_no_groups_and_worker_zero_slows_down) {
   BOOST_TEST_REQUIRE(got.slowdown.has_value());
   BOOST_TEST(got.slowdown->worker == 0);
   BOOST_TEST(got.slowdown->iterations == 0);
+  BOOST_TEST(got.plan->micro_batches.empty());  // none sent, none read
+}
+
+// A plan's micro-batch counts (issue 37) arrive per rank; validate() refuses counts
+// out of [1, kMaxMicroBatches], the wrong number of them, and micro-batches outside
+// bsp; str() names them.
+BOOST_AUTO_TEST_CASE(micro_batch_counts_arrive_and_are_checked) {
+  Control c;
+  Plan p;
+  p.local_batch = {8, 40, 80};
+  p.micro_batches = {1, 3, 7};
+  c.plan = p;
+  const Control got = through_allreduce({c, Control{}, Control{}});
+  BOOST_TEST_REQUIRE(got.plan.has_value());
+  BOOST_TEST(got.plan->micro_batches == p.micro_batches, tt::per_element());
+  BOOST_TEST(got.plan->micro(2, 5) == 7);
+  BOOST_TEST(Plan{}.micro(2, 5) == 5);  // none given: the experiment's accumulate
+  BOOST_TEST(p.str() == "[8, 40, 80] in micro-batches [1, 3, 7]");
+  BOOST_CHECK_NO_THROW(p.validate(3, 128));
+  Plan bad = p;
+  bad.micro_batches = {1, 0, 7};
+  BOOST_CHECK_THROW(bad.validate(3, 128), Error);
+  bad.micro_batches = {1, kMaxMicroBatches + 1, 7};
+  BOOST_CHECK_THROW(bad.validate(3, 128), Error);
+  bad.micro_batches = {1, 3};
+  BOOST_CHECK_THROW(bad.validate(3, 128), Error);
+  bad = p;
+  bad.sync.mode = SyncMode::ksync;
+  bad.sync.k = 2;
+  BOOST_CHECK_THROW(bad.validate(3, 128), Error);
+  bad.micro_batches = {1, 1, 1};  // all ones: no micro-batching, any mode
+  BOOST_CHECK_NO_THROW(bad.validate(3, 128));
 }
 
 BOOST_AUTO_TEST_CASE(integers_a_float_cannot_carry_are_refused) {

@@ -271,6 +271,10 @@ BOOST_AUTO_TEST_CASE(garbage_answers_are_rejected_with_the_reason) {
       {"return { 16, 16, 16, 16 }", "without a local_batch list"},
       {"return { local_batch = {32, 32} }", "2 local batches for 4 workers"},
       {"return { local_batch = {16, 16, 16, 'x'} }", "worker 3 the batch x, not a number"},
+      {"return { local_batch = {16, 16, 16, 16}, micro_batches = {1, 'x', 1, 1} }",
+       "worker 1 the micro-batch count x, not a number"},
+      {"return { local_batch = {16, 16, 16, 16}, micro_batches = {1, 2} }", "2 micro-batch counts for 4 workers"},
+      {"return { local_batch = {16, 16, 16, 16}, micro_batches = 3 }", "without a micro_batches list"},
       {"return { local_batch = {16.5, 15.5, 16, 16} }", "not a finite integer"},
       {"return { local_batch = {0/0, 16, 16, 16} }", "not a finite integer"},
       {"return { local_batch = {math.huge, 16, 16, 16} }", "not a finite integer"},
@@ -294,6 +298,16 @@ BOOST_AUTO_TEST_CASE(garbage_answers_are_rejected_with_the_reason) {
   CHECK_CONTAINS(plan_problem({64, 0, 0, 1}, cl), "sum to 65, not the global batch 64");
   CHECK_CONTAINS(plan_problem({-1, 33, 16, 16}, cl), "worker 0 gets -1, outside its bounds [0, 64]");
   BOOST_TEST(plan_problem({64, 0, 0, 0}, cl).empty());
+  // A worker's max_batch bounds its micro-batch (issue 37): 64 samples in 4 of 16 fit
+  // a cap of 16; in 3 (up to 22) they do not.
+  PolicyCluster capped = cl;
+  capped.max_batch = {16, 16, 16, 16};
+  CHECK_CONTAINS(plan_problem({64, 0, 0, 0}, capped), "worker 0 gets 64, outside its bounds [0, 16]");
+  BOOST_TEST(plan_problem({64, 0, 0, 0}, capped, {4, 1, 1, 1}).empty());
+  CHECK_CONTAINS(plan_problem({64, 0, 0, 0}, capped, {3, 1, 1, 1}),
+                 "worker 0 gets 64 in 3 micro-batches of up to 22, outside its bounds [0, 16]");
+  CHECK_CONTAINS(plan_problem({64, 0, 0, 0}, capped, {4, 1, 1}), "3 micro-batch counts for 4 workers");
+  CHECK_CONTAINS(plan_problem({64, 0, 0, 0}, capped, {4, 0, 1, 1}), "worker 1 gets 0 micro-batches");
 }
 
 BOOST_AUTO_TEST_CASE(a_failing_policy_keeps_the_last_good_plan_then_is_dropped) {

@@ -178,7 +178,7 @@ BOOST_AUTO_TEST_CASE(each_console_field_reaches_the_console_row_and_columns) {
   }
   lua_pop(L, 1);
   BOOST_TEST(columns ==
-             "rank,host,device,batch %d,compute_ms %.2f,comm_ms %.2f,idle_ms %.2f,samples/s %.0f,memory_mb %.1f,");
+             "rank,host,device,batch %d,compute_ms %.2f,comm_ms %.2f,idle_ms %.2f,samples/s %.0f,micro %d,memory_mb %.1f,");
 }
 
 BOOST_AUTO_TEST_CASE(each_trace_field_reaches_trace_jsonl_in_its_order_and_bytes) {
@@ -217,10 +217,10 @@ BOOST_AUTO_TEST_CASE(each_trace_field_reaches_trace_jsonl_in_its_order_and_bytes
   std::getline(in, line);
   // The bytes the trace has always had for these stats.
   const std::string workers =
-      R"("workers":[{"rank":0,"local_batch":32,"data_ms":0.5000,"compute_ms":12.2500,"real_compute_ms":6.1250,)"
+      R"("workers":[{"rank":0,"local_batch":32,"micro_batches":1,"data_ms":0.5000,"compute_ms":12.2500,"real_compute_ms":6.1250,)"
       R"("idle_ms":0.3333,"comm_ms":2.0000,"stats_ms":0.0100,"optimizer_ms":0.7500,"step_ms":16.0000,)"
       R"("samples_per_s":2612.2,"loss_sum":73.6,"correct":9,"memory_mb":12.30,"speed":0.5},)"
-      R"({"rank":1,"local_batch":32,"data_ms":0.5000,"compute_ms":12.2500,"real_compute_ms":6.1250,)"
+      R"({"rank":1,"local_batch":32,"micro_batches":1,"data_ms":0.5000,"compute_ms":12.2500,"real_compute_ms":6.1250,)"
       R"("idle_ms":0.3333,"comm_ms":2.0000,"stats_ms":0.0100,"optimizer_ms":0.7500,"step_ms":16.0000,)"
       R"("samples_per_s":2612.2,"loss_sum":null,"correct":9,"memory_mb":12.30,"speed":0.5,)"
       R"("steps":4,"pushes":3,"staleness":1.25,"group":1}])";

@@ -80,9 +80,11 @@ void sync_dir(const std::string& dir) {
 }
 
 json plan_json(const Plan& p) {
-  return {{"local_batch", p.local_batch}, {"mode", sync_mode_name(p.sync.mode)}, {"group", p.sync.group},
-          {"k", p.sync.k},  {"local_steps", p.sync.local_steps},   {"staleness", p.sync.staleness},
-          {"sync_every", p.sync.sync_every}};
+  json j = {{"local_batch", p.local_batch}, {"mode", sync_mode_name(p.sync.mode)}, {"group", p.sync.group},
+            {"k", p.sync.k},  {"local_steps", p.sync.local_steps},   {"staleness", p.sync.staleness},
+            {"sync_every", p.sync.sync_every}};
+  if (!p.micro_batches.empty()) j["micro_batches"] = p.micro_batches;  // absent: none (older files too)
+  return j;
 }
 
 // Bytes from a file, fit for a message on a terminal: what is not printable ASCII
@@ -383,6 +385,15 @@ private:
     p.sync.local_steps = sync_field(j, "local_steps");
     p.sync.staleness = sync_field(j, "staleness");
     p.sync.sync_every = sync_field(j, "sync_every");
+    if (j.contains("micro_batches")) {
+      const json& micro = j["micro_batches"];
+      if (!micro.is_array() || micro.size() != static_cast<size_t>(s_.world))
+        reject("header field 'plan.micro_batches' is " + shown(micro) + ", not one count for each of the " +
+               std::to_string(s_.world) + " workers");
+      for (size_t r = 0; r < micro.size(); ++r)
+        p.micro_batches.push_back(
+            as_integer(micro[r], "plan.micro_batches[" + std::to_string(r) + "]", 1, kMaxMicroBatches));
+    }
     try {
       p.validate(s_.world, p.global_batch());
     } catch (const Error& e) {

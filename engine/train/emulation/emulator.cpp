@@ -70,6 +70,15 @@ double interpolate(const std::vector<double>& x, const std::vector<double>& y, d
 
 double profile_ms(const DeviceProfile& p, double local_batch) { return interpolate(p.batch, p.ms, local_batch); }
 
+double profile_ms(const DeviceProfile& p, int64_t local_batch, int64_t micro) {
+  const int64_t parts = std::max<int64_t>(1, std::min(micro, local_batch));
+  if (parts == 1) return profile_ms(p, static_cast<double>(local_batch));
+  double ms = 0.0;
+  for (int64_t k = 0; k < parts; ++k)
+    ms += profile_ms(p, static_cast<double>(local_batch * (k + 1) / parts - local_batch * k / parts));
+  return ms;
+}
+
 double host_profile_ms(const DeviceProfile& machine, double local_batch) {
   return machine.host_ms.empty() ? 0.0 : interpolate(machine.batch, machine.host_ms, local_batch);
 }
@@ -185,14 +194,14 @@ double Emulator::speed(int rank, int64_t iteration) const {
   return (w.profile ? 1.0 : w.speed) * dynamic;
 }
 
-Stretch Emulator::stretch(int rank, int64_t iteration, int64_t local_batch, double real_ms) const {
+Stretch Emulator::stretch(int rank, int64_t iteration, int64_t local_batch, double real_ms, int64_t micro) const {
   check_rank(rank);
   TANDEM_CHECK(local_batch >= 0, "negative local batch ", local_batch, " for worker r", rank);
   TANDEM_CHECK(std::isfinite(real_ms) && real_ms >= 0.0, "real compute time ", real_ms, " ms for worker r", rank);
   if (!cfg_.enabled) return {real_ms, false};
   const WorkerEmulation& w = workers_[static_cast<size_t>(rank)];
   const double target = w.profile
-                            ? profile_ms(*w.profile, static_cast<double>(local_batch)) / dynamic_speed(rank, iteration)
+                            ? profile_ms(*w.profile, local_batch, micro) / dynamic_speed(rank, iteration)
                             : real_ms / (cfg_.reference * speed(rank, iteration));
   if (target < real_ms) return {real_ms, true};
   return {target, false};

@@ -37,6 +37,10 @@ struct Stretch {
 // the two nearest points beyond the ends, never below 0. A single point scales in
 // proportion to the batch (time per sample is constant).
 double profile_ms(const DeviceProfile& profile, double local_batch);
+// The same for a local batch computed in `micro` micro-batches (sizes differing by
+// at most one, as TrainStep splits it): the sum of their times, each paying the
+// per-pass fixed cost that one pass of the whole batch pays once.
+double profile_ms(const DeviceProfile& profile, int64_t local_batch, int64_t micro);
 // The same for a machine calibration's host part (its host_ms, by batch); 0 for a
 // calibration without one.
 double host_profile_ms(const DeviceProfile& machine, double local_batch);
@@ -70,7 +74,9 @@ public:
   //               neither `reference` nor the speed factor applies)
   //   otherwise:  real_ms / (reference x speed)
   // clamped to at least real_ms.
-  Stretch stretch(int rank, int64_t iteration, int64_t local_batch, double real_ms) const;
+  // micro: the micro-batches the local batch was computed in (a device profile is
+  // then read per micro-batch).
+  Stretch stretch(int rank, int64_t iteration, int64_t local_batch, double real_ms, int64_t micro = 1) const;
 
   // Added to every collective the worker joins.
   double comm_delay_ms(int rank) const;

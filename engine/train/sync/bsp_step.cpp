@@ -71,6 +71,7 @@ void BspStep::prefetch(int64_t t, const Plan& plan) {
 StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   if (fused_) return run_fused(plan, t, boundary);
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
+  p_.step.set_micro_batches(plan.micro(rank_, p_.cfg.accumulate));
   const BatchSpan span = place(plan, t);
   const double start = now_ms();
   WorkerStats now = boundary.begin_stats(t, b, start);
@@ -113,6 +114,7 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   const double compute_start = now_ms();
   if (has_layer_state_) layer_state_before_ = p_.model.layer_state();
   const LossResult loss = p_.step.compute(x, p_.loader.labels(), ctx);
+  now.micro_batches = std::min<int64_t>(p_.step.micro_batches(), std::max<int64_t>(now.local_batch, 1));
   if (p_.faults.nan_at(t)) dev.fill(p_.model.grads().data(), 1, std::numeric_limits<float>::quiet_NaN());
   p_.faults.at(t, "compute");
   now.real_compute_ms = now_ms() - compute_start;
@@ -133,12 +135,14 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
 // trainer before a boundary that needs it (settle()).
 StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)];
+  p_.step.set_micro_batches(plan.micro(rank_, p_.cfg.accumulate));
   const BatchSpan span = place(plan, t);
   Unread u;
   u.t = t;
   u.batch = span.size;
   u.start = now_ms();
   u.now = boundary.begin_stats(t, b, u.start);
+  u.now.micro_batches = std::min<int64_t>(p_.step.micro_batches(), std::max<int64_t>(b, 1));
   const Tensor& x = p_.loader.load(t, 0, b);
   u.now.data_ms = now_ms() - u.start;
   u.lr = learning_rate();
@@ -205,7 +209,10 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
   if (!p_.cfg.emulation.enabled) {
     now.compute_ms = now.real_compute_ms;
   } else {
-    const Stretch s = p_.emulator.stretch(rank_, t, b, profile_ms(p_.machine, static_cast<double>(b)));
+    // The calibrated machine's time for the batch in its micro-batches, each paying
+    // a pass's fixed cost (what the real compute of them does).
+    const Stretch s =
+        p_.emulator.stretch(rank_, t, b, profile_ms(p_.machine, b, now.micro_batches), now.micro_batches);
     if (s.clamped && !warned_clamp_) {
       log::warn("rank {} is emulated faster than this machine computes ({:.2f} ms for {} samples); it runs at "
                    "real speed (lower emulation.reference to avoid this)", rank_, s.target_ms, b);

@@ -86,12 +86,16 @@ end
 -- Feeds one history entry to the models, counting mispredictions at unchanged
 -- batches (a misprediction at a new batch is the slope being learnt, not a change
 -- of speed) and summing their times.
+-- The models are of one pass: a step in k micro-batches is k of them (util.per_pass).
 local function observe(entry)
   for i = 1, C.workers do
-    local w = entry.workers[i]
-    util.observe_model(state.models[i], state, i, w.local_batch, w.compute_ms, cfg.model_change)
+    local b, ms = util.per_pass(entry.workers[i])
+    util.observe_model(state.models[i], state, i, b, ms, cfg.model_change)
   end
 end
+
+-- The models of whole steps, micro-batches included, under each worker's cap.
+local function step_models() return util.micro_models(state.models, C.max_batch) end
 
 local function ranks(list)
   local out = {}
@@ -111,7 +115,8 @@ local function refit_stale(stats)
   local done = {}
   for i = 1, C.workers do
     if state.stale[i] >= cfg.confirm or (state.stale[i] > 0 and labels[i] == 'dynamic') then
-      state.models[i]:refit_latest(stats.workers[i].local_batch, state.stale_ms[i] / state.stale[i])
+      local b = util.per_pass(stats.workers[i])  -- stale_ms sums per-pass times (observe)
+      state.models[i]:refit_latest(b, state.stale_ms[i] / state.stale[i])
       state.stale[i], state.stale_ms[i] = 0, 0
       done[#done + 1] = i
     end
@@ -122,10 +127,11 @@ end
 -- Whether some worker's predicted time for its batch moved by more than min_gain
 -- since the last solve (basis[i]: that prediction, false for a dropped worker).
 local function drifted(current)
+  local models = step_models()
   for i = 1, C.workers do
     local b0 = state.basis[i]
     if current[i] > 0 and b0 then
-      if math.abs(state.models[i]:predict(current[i]) - b0) > cfg.min_gain * b0 then return true end
+      if math.abs(models[i]:predict(current[i]) - b0) > cfg.min_gain * b0 then return true end
     end
   end
   return false
@@ -145,13 +151,14 @@ function policy.step(stats)
   end
   if not (state.resolve or drifted(current)) then return nil end
   state.resolve = false
-  local plan, predicted = minmax.solve(state.models, C.global_batch, lo, C.max_batch, { method = cfg.solver })
+  local models = step_models()
+  local plan, predicted = minmax.solve(models, C.global_batch, lo, C.local_max, { method = cfg.solver })
   if not plan then error('boa: ' .. predicted, 2) end
-  for i = 1, C.workers do state.basis[i] = current[i] > 0 and state.models[i]:predict(current[i]) end
+  for i = 1, C.workers do state.basis[i] = current[i] > 0 and models[i]:predict(current[i]) end
   local refits = state.refits
   local why = #refits > 0 and ('models of ranks %s refit to a new speed'):format(ranks(refits)) or 'models updated'
   state.refits = {}
-  local before = minmax.max_time(state.models, current)
+  local before = minmax.max_time(models, current)
   if predicted > (1 - cfg.min_gain) * before or util.same(plan, current) then return nil end
   local labels = stragglers.classify(stats.history or { stats }, cfg.classify)
   local static = {}
@@ -161,6 +168,7 @@ function policy.step(stats)
   state.tracker:issue(plan, stats.iteration)
   return {
     local_batch = plan,
+    micro_batches = util.micro_batches(plan, C.max_batch),
     reason = ('%s; static stragglers: %s; predicted max compute %.1f ms (plan in force %.1f ms)')
              :format(why, #static > 0 and ranks(static) or 'none', predicted, before),
   }

@@ -1,6 +1,8 @@
 -- equal: plain synchronous SGD, the baseline every paper compares with (BOA, LBB
 -- and LB-BSP call it SSGD/BSP): the global batch split as evenly as the workers'
--- bounds allow (lower ranks take the remainder), decided once and then kept.
+-- bounds allow (lower ranks take the remainder), decided once and then kept. A
+-- share above a worker's cap (cluster.max_batch: its largest micro-batch) is computed
+-- in micro-batches.
 --
 -- Parameters: none.
 --
@@ -12,11 +14,13 @@ local util = require 'tandem.policy_util'
 local WHO = 'equal'
 local policy = {}
 local plan  -- the equal split: init() computes it, nothing changes it
+local micro -- its micro-batches where a share exceeds a worker's cap (nil: none)
 local state -- { policy, done }
 
 function policy.init(cluster)
   local c = util.read_cluster(cluster, WHO)
-  plan = util.equal_split(c.global_batch, c.min_batch, c.max_batch)
+  plan = util.equal_split(c.global_batch, c.min_batch, c.local_max)
+  micro = util.micro_batches(plan, c.max_batch)
   state = { policy = WHO, done = false }
 end
 
@@ -24,7 +28,7 @@ function policy.step(stats)
   if state.done then return nil end
   state.done = true
   if util.same(util.batches(stats.workers), plan) then return nil end
-  return { local_batch = plan, reason = 'equal split of the global batch' }
+  return { local_batch = plan, micro_batches = micro, reason = 'equal split of the global batch' }
 end
 
 function policy.save() return state end

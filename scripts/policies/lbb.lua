@@ -95,18 +95,23 @@ function policy.init(cluster)
   state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), tracker = util.tracker(), solved = false }
 end
 
+-- The models learn one pass (a step in k micro-batches is k passes: util.per_pass);
+-- the solve sees whole steps, micro-batches included, under each worker's cap.
 local function observe(entry)
   local workers = entry.workers
   for i = 1, C.workers do
     local w = workers[i]
-    if w.local_batch > 0 and w.compute_ms > 0 then state.models[i]:observe(w.local_batch, w.compute_ms) end
+    if w.local_batch > 0 and w.compute_ms > 0 then state.models[i]:observe(util.per_pass(w)) end
   end
 end
 
+local function step_models() return util.micro_models(state.models, C.max_batch) end
+
 local function solve(current)
-  local plan, predicted = minmax.solve(state.models, C.global_batch, lo, C.max_batch, { method = cfg.solver })
+  local models = step_models()
+  local plan, predicted = minmax.solve(models, C.global_batch, lo, C.local_max, { method = cfg.solver })
   if not plan then error('lbb: ' .. predicted, 3) end
-  return plan, predicted, minmax.max_time(state.models, current)
+  return plan, predicted, minmax.max_time(models, current)
 end
 
 -- Samples to move from worker s to worker f (1-based), within their bounds; 0 when
@@ -114,13 +119,14 @@ end
 -- single sample can outweigh the gap).
 local function fine_tune_amount(workers, s, f)
   local bs, bf = workers[s].local_batch, workers[f].local_batch
-  local room = math.min(bs - lo[s], C.max_batch[f] - bf)
+  local room = math.min(bs - lo[s], C.local_max[f] - bf)
   if room <= 0 then return 0 end
   if cfg.move then return math.min(cfg.move, room) end
   -- Both ran (SE only looks at workers with a batch), so bs, bf >= 1.
   local ts, tf = workers[s].compute_ms, workers[f].compute_ms
-  local slope_s = state.models[s]:predict(bs) - state.models[s]:predict(bs - 1)
-  local slope_f = state.models[f]:predict(bf + 1) - state.models[f]:predict(bf)
+  local models = step_models()
+  local slope_s = models[s]:predict(bs) - models[s]:predict(bs - 1)
+  local slope_f = models[f]:predict(bf + 1) - models[f]:predict(bf)
   local even = math.floor((ts - tf) / (slope_s + slope_f))
   local best_k, best = 0, ts
   for k = math.max(1, even), even + 1 do
@@ -132,7 +138,7 @@ end
 
 local function issue(plan, stats, reason)
   state.tracker:issue(plan, stats.iteration)
-  return { local_batch = plan, reason = reason }
+  return { local_batch = plan, micro_batches = util.micro_batches(plan, C.max_batch), reason = reason }
 end
 
 -- The last n history entries (all under the plan in force): each one's SE, the
@@ -150,7 +156,8 @@ local function recent(stats, n)
   end
   local mean = {}
   for i = 1, C.workers do
-    mean[i] = { local_batch = stats.workers[i].local_batch, compute_ms = sums[i] / n }
+    mean[i] = { local_batch = stats.workers[i].local_batch, micro_batches = stats.workers[i].micro_batches,
+                compute_ms = sums[i] / n }
   end
   return min_se, mean
 end
@@ -182,7 +189,7 @@ function policy.step(stats)
   if min_se >= cfg.rt and not settling then
     for i = 1, C.workers do
       local w = mean[i]
-      if w.local_batch > 0 and w.compute_ms > 0 then state.models[i]:refit_latest(w.local_batch, w.compute_ms) end
+      if w.local_batch > 0 and w.compute_ms > 0 then state.models[i]:refit_latest(util.per_pass(w)) end
     end
     local plan, predicted, before = solve(current)
     if util.same(plan, current) then return nil end

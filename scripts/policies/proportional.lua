@@ -102,7 +102,9 @@ function policy.step(stats)
     if not slowest or speed[i] < speed[slowest] then slowest = i end
     if not fastest or speed[i] > speed[fastest] then fastest = i end
   end
-  local plan = util.proportional_split(speed, C.global_batch, C.min_batch, C.max_batch)
+  -- Proportional to speed whatever the caps: a share above a worker's cap is computed
+  -- in micro-batches (its measured speed then includes their cost).
+  local plan = util.proportional_split(speed, C.global_batch, C.min_batch, C.local_max)
   local before, after = 0, 0
   for i = 1, C.workers do
     before, after = math.max(before, current[i] / speed[i]), math.max(after, plan[i] / speed[i])
@@ -111,6 +113,7 @@ function policy.step(stats)
   state.tracker:issue(plan, stats.iteration)
   return {
     local_batch = plan,
+    micro_batches = util.micro_batches(plan, C.max_batch),
     reason = ('batches proportional to predicted speed (%s): %d samples move, predicted max compute %.1f ms '
               .. '(plan in force %.1f ms); speeds %.3g (rank %d) to %.3g (rank %d) samples/ms')
              :format(cfg.predictor, util.moved(current, plan), after, before, speed[slowest], slowest - 1,

@@ -311,6 +311,83 @@ function Piecewise:save()
 end
 
 ---------------------------------------------------------------------------------
+-- Micro-batches (issue 37). A worker whose memory holds `cap` samples at once may
+-- still take more: it computes b samples in k = ceil(b / cap) micro-batches (the
+-- engine's split: sizes within one of each other), each a pass that pays the pass's
+-- fixed cost. The models above are of one pass; a step of b samples in k passes is
+--     t(b) = k * t1(b / k),   k = ceil(b / cap),
+-- k times the fixed cost where one pass of b would pay it once. t is nondecreasing
+-- in b (t1 is, and a further pass adds a fixed cost), which is all tandem.minmax's
+-- exact finish needs, so the min-max over these models chooses every worker's local
+-- batch and, with it, its micro-batches.
+--
+-- Observing: a step of b samples in k micro-batches that took ms is k passes of b/k
+-- samples, each ms/k: observe_step feeds the one-pass model that (the worker's
+-- micro_batches, from its stats).
+
+local function ceil_div(b, cap) return math.ceil(b / cap - 1e-12) end
+
+local MicroBatched = {}
+MicroBatched.__index = MicroBatched
+
+-- The model of a worker holding at most `cap` samples at once, over its one-pass
+-- model; at most `max_micro` micro-batches (the engine's 1024).
+function M.micro_batched(model, cap, max_micro)
+  if type(model) ~= 'table' or type(model.predict) ~= 'function' then
+    error('perf_model.micro_batched: expected a time model, got ' .. type(model), 2)
+  end
+  if not finite(cap) or cap < 1 then error('perf_model.micro_batched: cap must be a number >= 1, got ' .. tostring(cap), 2) end
+  return setmetatable({ base = model, cap = floor(cap), max_micro = max_micro or 1024 }, MicroBatched)
+end
+
+-- The micro-batches b samples take: ceil(b / cap), 1 for b <= cap (0 samples: 1).
+function MicroBatched:micro(b)
+  if b <= self.cap then return 1 end
+  return ceil_div(b, self.cap)
+end
+
+function MicroBatched:predict(b)
+  if b <= 0 then return 0 end
+  local k = self:micro(b)
+  return k * self.base:predict(b / k)
+end
+
+-- The largest b with predict(b) <= T: the whole passes of cap samples that fit in T,
+-- then how far one more pass (every pass then holding b / (k + 1)) reaches.
+function MicroBatched:inverse(T)
+  if T < 0 then return -huge end
+  local cap, base = self.cap, self.base
+  local full = base:predict(cap)
+  if not (full > 0) then return cap * self.max_micro end
+  local k = math.min(floor(T / full), self.max_micro)
+  if k >= self.max_micro then return cap * self.max_micro end
+  if k == 0 then return math.min(cap, base:inverse(T)) end
+  local more = (k + 1) * base:inverse(T / (k + 1))
+  return max(k * cap, math.min((k + 1) * cap, more))
+end
+
+-- Lines below t on b >= 1, for the LP bound: for each one-pass piece a*x + c, k passes
+-- of b/k give a*b + k*c >= a*b + c (c >= 0) and, with k >= b / cap, >= (a + c/cap)*b.
+function MicroBatched:pieces()
+  local out = {}
+  for _, p in ipairs(self.base:pieces()) do
+    if p.c >= 0 then
+      out[#out + 1] = { a = p.a, c = p.c }
+      out[#out + 1] = { a = p.a + p.c / self.cap, c = 0 }
+    else  -- k <= b/cap + 1: a*b + k*c >= (a + c/cap)*b + c
+      out[#out + 1] = { a = p.a + p.c / self.cap, c = p.c }
+    end
+  end
+  return out
+end
+
+-- Feeds `model` (one pass) a step of b samples in k micro-batches that took ms.
+function M.observe_step(model, b, ms, k)
+  k = (type(k) == 'number' and k >= 1) and floor(k) or 1
+  return model:observe(b / k, ms / k)
+end
+
+---------------------------------------------------------------------------------
 
 -- A model from its save().
 function M.load(state)

@@ -62,16 +62,21 @@ function U.read_cluster(cluster, who)
   end
   local lo = int_array(cluster.min_batch, n, 'min_batch', who)
   local hi = int_array(cluster.max_batch, n, 'max_batch', who)
+  -- max_batch bounds what a worker holds at once, its micro-batch: its local batch
+  -- may be up to MAX_MICRO times that, in micro-batches (U.micro_batches).
+  local local_max = {}
   local sum_lo, sum_hi = 0, 0
   for i = 1, n do
-    if lo[i] > hi[i] then
-      error(string.format('%s: worker %d has min_batch %d above max_batch %d', who, i, lo[i], hi[i]), 2)
+    if lo[i] > hi[i] * U.MAX_MICRO then
+      error(string.format('%s: worker %d has min_batch %d above %d micro-batches of its max_batch %d', who, i, lo[i],
+                          U.MAX_MICRO, hi[i]), 2)
     end
-    sum_lo, sum_hi = sum_lo + lo[i], sum_hi + hi[i]
+    local_max[i] = hi[i] * U.MAX_MICRO
+    sum_lo, sum_hi = sum_lo + lo[i], sum_hi + local_max[i]
   end
   if B < sum_lo or B > sum_hi then
-    error(string.format('%s: global_batch %d cannot be split within the bounds (sum of min_batch %d, of max_batch %d)',
-                        who, B, sum_lo, sum_hi), 2)
+    error(string.format('%s: global_batch %d cannot be split within the bounds (sum of min_batch %d, of max_batch in '
+                          .. '%d micro-batches %d)', who, B, sum_lo, U.MAX_MICRO, sum_hi), 2)
   end
   U.defaults_taken = {}
   local params = cluster.params
@@ -79,9 +84,41 @@ function U.read_cluster(cluster, who)
     error(who .. ': cluster.params must be a table, got ' .. type(params), 2)
   end
   return {
-    workers = n, global_batch = B, min_batch = lo, max_batch = hi,
+    workers = n, global_batch = B, min_batch = lo, max_batch = hi, local_max = local_max,
     devices = cluster.devices or {}, params = params or {}, history = cluster.history or 1,
   }
+end
+
+-- The most micro-batches a worker may compute a local batch in (the engine's
+-- kMaxMicroBatches, engine/train/plan.hpp).
+U.MAX_MICRO = 1024
+
+-- Each worker's micro-batches for `plan` under its cap (a micro-batch holds at most
+-- caps[i] samples): ceil(b_i / caps[i]), at least 1; nil when every one is 1 (the
+-- plan then carries none, and the engine uses the experiment's accumulate).
+function U.micro_batches(plan, caps)
+  local out, any = {}, false
+  for i = 1, #plan do
+    out[i] = plan[i] > caps[i] and math.ceil(plan[i] / caps[i]) or 1
+    if out[i] > 1 then any = true end
+  end
+  return any and out or nil
+end
+
+-- The workers' time models as tandem.minmax sees them under their caps: a local
+-- batch above a worker's cap takes several micro-batches, each paying a pass
+-- (tandem.perf_model.micro_batched).
+function U.micro_models(models, caps)
+  local out = {}
+  for i = 1, #models do out[i] = perf_model.micro_batched(models[i], caps[i], U.MAX_MICRO) end
+  return out
+end
+
+-- A worker's stats as one pass's: its step of local_batch samples in micro_batches
+-- (1 when the stats hold none) is that many passes of local_batch / micro_batches.
+function U.per_pass(w)
+  local k = (type(w.micro_batches) == 'number' and w.micro_batches >= 1) and w.micro_batches or 1
+  return w.local_batch / k, w.compute_ms / k
 end
 
 -- The minima a model-based solve works with (c from read_cluster): min_batch,

@@ -167,6 +167,40 @@ T.test('a fixed cost that pins the optimum: the start is lowered, the answer sta
   end
 end)
 
+-- Micro-batched models (issue 37): a worker capped at a few samples takes more in
+-- several passes, each paying its fixed cost. Every method's optimum equals brute
+-- force on random small instances (caps 1 to 6, random one-pass models), and the
+-- model's inverse is exact: floor(inverse(T)) is the largest integer b with
+-- predict(b) <= T.
+T.test('micro-batched models: exact against brute force, inverse exact', function()
+  local util = require 'tandem.policy_util'
+  for _ = 1, 150 do
+    local n = math.random(2, 4)
+    local base, caps, lo, hi = {}, {}, {}, {}
+    for i = 1, n do
+      base[i] = random_model()
+      caps[i] = math.random(1, 6)
+      lo[i], hi[i] = math.random() < 0.5 and 0 or 1, 30
+    end
+    local models = util.micro_models(base, caps)
+    local B = math.random(n, 30)
+    local _, want_T = minmax.brute_force(models, B, lo, hi)
+    for _, method in ipairs { 'lp', 'bisect', 'greedy' } do
+      local b, got_T = minmax.solve(models, B, lo, hi, { method = method })
+      check_allocation(b, B, lo, hi)
+      T.near(got_T, want_T, 1e-9 * want_T, method .. ' with micro-batches equals brute force')
+    end
+    for i = 1, n do
+      local m = models[i]
+      for b = 1, 30 do T.ok(m:predict(b) <= m:predict(b + 1) + 1e-12, 'nondecreasing') end
+      local T0 = m:predict(math.random(1, 30)) * (0.5 + math.random())
+      local x = math.floor(m:inverse(T0) + 1e-9)
+      T.ok(m:predict(x) <= T0 * (1 + 1e-12), 'predict(floor(inverse(T))) <= T')
+      T.ok(m:predict(x + 1) > T0, 'and one more sample exceeds T')
+    end
+  end
+end)
+
 -- What the solve costs at this size: tools/bench/policy_bench.cpp (min-max solve).
 T.test('1024 workers solve to a valid allocation', function()
   local models, B, lo, hi = big_instance(1024, 65536)

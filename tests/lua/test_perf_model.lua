@@ -159,4 +159,27 @@ T.test('save and load reproduce the model', function()
   T.raises(function() pm.load { kind = 'cubic' } end, 'unknown model kind')
 end)
 
+-- A step of b samples in k micro-batches is k passes of b/k (issue 37): fed as such,
+-- a linear model learns one pass's slope and fixed cost, and the micro-batched model
+-- predicts a step in k passes as k fixed costs plus the samples' time.
+T.test('micro-batches: per-pass observations, a step of k passes', function()
+  local util = require 'tandem.policy_util'
+  local m = pm.linear { window = 10 }
+  for _, obs in ipairs { { 60, 3 }, { 40, 2 }, { 90, 3 }, { 20, 1 } } do
+    local b, k = obs[1], obs[2]
+    m:observe(util.per_pass { local_batch = b, micro_batches = k, compute_ms = 0.5 * b + 4 * k })
+  end
+  -- (The fit is ridge-regularised towards a prior slope: close, not exact.)
+  T.near(m:predict(10), 0.5 * 10 + 4, 0.05 * 9, 'one pass of 10 samples')
+  m.a, m.c, m.dirty = 0.5, 4, false
+  m.obs.n = 0
+  local step = pm.micro_batched(m, 20)
+  T.eq(step:micro(20), 1)
+  T.eq(step:micro(21), 2)
+  T.near(step:predict(20), 0.5 * 20 + 4, 1e-6, 'within the cap: one pass')
+  T.near(step:predict(50), 0.5 * 50 + 3 * 4, 1e-6, '50 samples under a cap of 20: three passes')
+  T.near(step:inverse(0.5 * 50 + 3 * 4), 50, 1e-6)
+  T.raises(function() pm.micro_batched(m, 0) end, 'cap must be a number >= 1')
+end)
+
 return T

@@ -68,7 +68,7 @@ inline constexpr StatsField kWorkerStatsFields[] = {
     //                 member           shown                                                    trace     lua+1  console column
     TANDEM_STATS_FIELD(rank,            kShownInConsole | kShownInTrace,                         "{}",     false, 1, "rank", nullptr),
     TANDEM_STATS_FIELD(local_batch,     kShownToPolicy | kShownInConsole | kShownInTrace,        "{}",     false, 4, "batch", "%d"),
-    TANDEM_STATS_FIELD(micro_batches,   kShownToPolicy | kShownInConsole | kShownInTrace,        "{}",     false, 9, "micro", "%d"),
+    TANDEM_STATS_FIELD(micro_batches,   kShownToPolicy | kShownInConsole | kShownInTrace,        "{}",     false, 11, "micro", "%d"),
     TANDEM_STATS_FIELD(data_ms,         kShownToPolicy | kShownInTrace,                          "{:.4f}", false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(compute_ms,      kShownToPolicy | kShownInConsole | kShownInTrace,        "{:.4f}", false, 5, "compute_ms", "%.2f"),
     TANDEM_STATS_FIELD(real_compute_ms, kShownInTrace,                                           "{:.4f}", false, 0, nullptr, nullptr),

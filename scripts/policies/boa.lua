@@ -38,6 +38,9 @@
 --   slow = 0.8, persist = 0.7, drop = 0.2, recent = 3   tandem.stragglers.classify
 --   allow_drop = false  let the solve give a worker 0 samples (when min_batch is 0)
 --   solver              tandem.minmax method (default: its own choice)
+--   micro_batches = true  a cap bounds a worker's micro-batch, not its local batch
+--                         (as lbb: the solve gives micro-batches; false: the plans
+--                         before issue 37)
 --
 -- State: everything step() learns lives in one table, `state`, which save() returns
 -- as it is and restore() takes back whole (from another policy: its tracker, and
@@ -78,6 +81,7 @@ function policy.init(cluster)
     solver = util.solver(p, WHO),
   }
   lo = util.solve_minima(C, WHO)
+  cfg.step_models, cfg.hi, cfg.micro = util.cap_rule(C, WHO)
   state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), tracker = util.tracker(), stale = {},
             stale_ms = {}, prev_batch = {}, basis = {}, resolve = true, refits = {} }
   for i = 1, C.workers do state.stale[i], state.stale_ms[i], state.prev_batch[i] = 0, 0, 0 end
@@ -95,7 +99,7 @@ local function observe(entry)
 end
 
 -- The models of whole steps, micro-batches included, under each worker's cap.
-local function step_models() return util.micro_models(state.models, C.max_batch) end
+local function step_models() return cfg.step_models(state.models) end
 
 local function ranks(list)
   local out = {}
@@ -152,7 +156,7 @@ function policy.step(stats)
   if not (state.resolve or drifted(current)) then return nil end
   state.resolve = false
   local models = step_models()
-  local plan, predicted = minmax.solve(models, C.global_batch, lo, C.local_max, { method = cfg.solver })
+  local plan, predicted = minmax.solve(models, C.global_batch, lo, cfg.hi, { method = cfg.solver })
   if not plan then error('boa: ' .. predicted, 2) end
   for i = 1, C.workers do state.basis[i] = current[i] > 0 and models[i]:predict(current[i]) end
   local refits = state.refits
@@ -168,7 +172,7 @@ function policy.step(stats)
   state.tracker:issue(plan, stats.iteration)
   return {
     local_batch = plan,
-    micro_batches = util.micro_batches(plan, C.max_batch),
+    micro_batches = cfg.micro(plan),
     reason = ('%s; static stragglers: %s; predicted max compute %.1f ms (plan in force %.1f ms)')
              :format(why, #static > 0 and ranks(static) or 'none', predicted, before),
   }

@@ -52,6 +52,10 @@
 --   profile               warm-up profile: per worker ({ [1] = {{b, ms}, ...} }) or
 --                         per device name ({ ['GTX 1070'] = {{b, ms}, ...} })
 --   solver                tandem.minmax method (default: its own choice)
+--   micro_batches = true  a worker's cap (cluster.max_batch: its memory) bounds its
+--                         micro-batch: the solve gives it more, in micro-batches
+--                         that each pay a pass's fixed cost; false: the cap bounds
+--                         its local batch (the plans before issue 37)
 --
 -- State: everything step() learns lives in one table, `state`, which save() returns
 -- as it is and restore() takes back whole (from another policy: its tracker, and
@@ -92,6 +96,7 @@ function policy.init(cluster)
     error(('lbb: params.rt (%g) must not be below params.ft (%g)'):format(cfg.rt, cfg.ft), 2)
   end
   lo = util.solve_minima(C, WHO)
+  cfg.step_models, cfg.hi, cfg.micro = util.cap_rule(C, WHO)
   state = { policy = WHO, models = util.time_models(C, cfg.window, WHO), tracker = util.tracker(), solved = false }
 end
 
@@ -105,11 +110,11 @@ local function observe(entry)
   end
 end
 
-local function step_models() return util.micro_models(state.models, C.max_batch) end
+local function step_models() return cfg.step_models(state.models) end
 
 local function solve(current)
   local models = step_models()
-  local plan, predicted = minmax.solve(models, C.global_batch, lo, C.local_max, { method = cfg.solver })
+  local plan, predicted = minmax.solve(models, C.global_batch, lo, cfg.hi, { method = cfg.solver })
   if not plan then error('lbb: ' .. predicted, 3) end
   return plan, predicted, minmax.max_time(models, current)
 end
@@ -119,7 +124,7 @@ end
 -- single sample can outweigh the gap).
 local function fine_tune_amount(workers, s, f)
   local bs, bf = workers[s].local_batch, workers[f].local_batch
-  local room = math.min(bs - lo[s], C.local_max[f] - bf)
+  local room = math.min(bs - lo[s], cfg.hi[f] - bf)
   if room <= 0 then return 0 end
   if cfg.move then return math.min(cfg.move, room) end
   -- Both ran (SE only looks at workers with a batch), so bs, bf >= 1.
@@ -138,7 +143,7 @@ end
 
 local function issue(plan, stats, reason)
   state.tracker:issue(plan, stats.iteration)
-  return { local_batch = plan, micro_batches = util.micro_batches(plan, C.max_batch), reason = reason }
+  return { local_batch = plan, micro_batches = cfg.micro(plan), reason = reason }
 end
 
 -- The last n history entries (all under the plan in force): each one's SE, the

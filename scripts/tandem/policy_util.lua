@@ -114,6 +114,30 @@ function U.micro_models(models, caps)
   return out
 end
 
+-- params[key] as a boolean (default when nil).
+function U.bool_param(params, key, default, who)
+  local v = params[key]
+  if v == nil then
+    took_default(key, default)
+    return default
+  end
+  if type(v) ~= 'boolean' then error(('%s: params.%s must be true or false, got %s'):format(who, key, tostring(v)), 3) end
+  return v
+end
+
+-- How a model-based policy (boa, lbb) treats the caps: with params.micro_batches
+-- (default true) a cap bounds the micro-batch, the solve sees whole steps in
+-- micro-batches and local batches up to C.local_max; without, a cap bounds the local
+-- batch (the plans before issue 37). Returns the step models' maker, the local
+-- batches' bounds and the plan's micro-batches' maker.
+function U.cap_rule(C, who)
+  if U.bool_param(C.params, 'micro_batches', true, who) then
+    return function(models) return U.micro_models(models, C.max_batch) end, C.local_max,
+           function(plan) return U.micro_batches(plan, C.max_batch) end
+  end
+  return function(models) return models end, C.max_batch, function() return nil end
+end
+
 -- A worker's stats as one pass's: its step of local_batch samples in micro_batches
 -- (1 when the stats hold none) is that many passes of local_batch / micro_batches.
 function U.per_pass(w)

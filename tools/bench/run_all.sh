@@ -14,6 +14,7 @@ mkdir -p bench-results
 /usr/bin/python3 tools/bench/hostile_policy_throughput.py "$build" --out bench-results/hostile_policy_throughput.json
 /usr/bin/python3 tools/bench/hetero_policies.py "$build" --out bench-results/hetero_policies.json
 /usr/bin/python3 tools/bench/goodput_tta.py "$build" --out bench-results/goodput_tta.json
+/usr/bin/python3 tools/bench/micro_batches.py "$build" --out bench-results/micro_batches.json
 /usr/bin/python3 tools/bench/sync_modes.py "$build" --out bench-results/sync_modes.json
 /usr/bin/python3 tools/bench/sync_transport.py "$build" --out bench-results/sync_transport.json
 /usr/bin/python3 tools/bench/sim_scale.py "$build" --out bench-results/sim_scale.json

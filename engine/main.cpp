@@ -440,7 +440,8 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     // Rank 0 runs the policy; the others get its plans with the gradients.
     std::unique_ptr<tandem::PolicyHost> policy;
     if (!cfg.policy.file.empty() && comm->rank() == 0)
-      policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, comm->size()));
+      policy = std::make_unique<tandem::PolicyHost>(cfg.policy,
+                                                    tandem::policy_cluster(cfg, comm->size(), /*measure_memory=*/true));
     // Rank 0's console (the REPL's socket in the run directory), made once it exists.
     tandem::ConsoleFactory console;
     if (cfg.console && comm->rank() == 0)

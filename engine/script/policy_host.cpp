@@ -10,6 +10,7 @@
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/log.hpp"
+#include "engine/train/memory_check.hpp"
 
 namespace tandem {
 
@@ -47,7 +48,7 @@ int64_t observed_batch(const std::vector<int64_t>& in_force, int64_t b0) {
 
 }  // namespace
 
-PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
+PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers, bool measure_memory) {
   PolicyCluster c;
   c.workers = workers;
   c.global_batch = cfg.global_batch;
@@ -57,6 +58,16 @@ PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers) {
   c.min_batch.assign(static_cast<size_t>(workers), cfg.policy.min_batch);
   c.max_batch = cfg.policy.max_batch;
   c.max_batch.resize(static_cast<size_t>(workers), c.batch_max());
+  if (measure_memory && cfg.policy.max_batch.empty()) {
+    std::vector<std::string> why;
+    const std::vector<int64_t> caps = measured_micro_caps(cfg, workers, &why);
+    for (int r = 0; r < workers; ++r) {
+      const int64_t cap = caps[static_cast<size_t>(r)];
+      if (cap <= 0 || cap >= c.max_batch[static_cast<size_t>(r)]) continue;
+      c.max_batch[static_cast<size_t>(r)] = cap;
+      log::debug("policy: {} (measured; a larger share is computed in micro-batches)", why[static_cast<size_t>(r)]);
+    }
+  }
   for (int r = 0; r < workers; ++r) c.devices.push_back(describe_device(cfg, r));
   c.params_json = cfg.policy.params_json;
   c.history = cfg.policy.history;
@@ -123,7 +134,7 @@ std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c, 
 }
 
 void check_policy(const ExperimentConfig& cfg, int workers) {
-  const PolicyCluster cluster = policy_cluster(cfg, workers);
+  const PolicyCluster cluster = policy_cluster(cfg, workers, /*measure_memory=*/true);
   try {
     PolicyProcess policy(cfg.policy.file, {cfg.policy.budget_ms, cfg.policy.memory_mb});
     policy.init(cluster);

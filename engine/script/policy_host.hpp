@@ -45,7 +45,10 @@ struct SwapResult {
 
 // The cluster a policy sees at init, from the experiment: bounds per worker and a
 // device label per worker.
-PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers);
+// measure_memory (a real run, not tandem sim): where the experiment gives no caps
+// (policy.max_batch, emulation memory), each worker's cap is what its device's memory
+// holds at once (measured_micro_caps), when that is below the global batch.
+PolicyCluster policy_cluster(const ExperimentConfig& cfg, int workers, bool measure_memory = false);
 
 // Loads the experiment's policy and runs init() once, on this thread: the launcher
 // calls it before starting ranks so a broken policy fails the run at once, with

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -149,11 +150,37 @@ void check_fits(const MemoryNeed& need, const DeviceMemory& memory, const Experi
                    parts, ") but ", memory.what, ": refused before allocating it");
 }
 
+std::vector<int64_t> measured_micro_caps(const ExperimentConfig& cfg, int workers, std::vector<std::string>* why) {
+  const ModelFootprint model = model_footprint(cfg.model);
+  const std::vector<DeviceMemory> memory = device_memory(cfg, workers, /*started_by_mpirun=*/true);
+  MemoryNeed fixed = memory_need(model, cfg, 0);
+  fixed.buffers_bytes = 0;
+  const double params = static_cast<double>(model.params) * kFloat;
+  const double held = fixed.total() + (cfg.accumulate > 1 ? 0.0 : params);  // the micro-batches' gradient sum
+  const double per_sample = model.buffer_floats_per_sample * kFloat;
+  std::vector<int64_t> caps(static_cast<size_t>(workers), 0);
+  for (int r = 0; r < workers; ++r) {
+    const DeviceMemory& m = memory[static_cast<size_t>(r)];
+    if (m.bytes <= 0 || per_sample <= 0) continue;
+    const double fit = std::floor((m.bytes - held) / per_sample);
+    caps[static_cast<size_t>(r)] = fit >= 1 ? static_cast<int64_t>(std::min(fit, 1e15)) : 0;
+    if (why)
+      why->push_back(fmt::format("worker {} holds {} samples at once: {} less {} of parameters, gradients and "
+                                 "optimizer state, at {} a sample", r, caps[static_cast<size_t>(r)], m.what,
+                                 bytes_text(held), bytes_text(per_sample)));
+  }
+  return caps;
+}
+
 void check_model_memory(const ExperimentConfig& cfg, int workers, bool started_by_mpirun) {
   const ModelFootprint model = model_footprint(cfg.model);
   const std::vector<DeviceMemory> memory = device_memory(cfg, workers, started_by_mpirun);
+  // A policy without given caps gets each worker's measured one (measured_micro_caps)
+  // and computes larger shares in micro-batches: the plan it starts from must fit.
+  ExperimentConfig first = cfg;
+  if (!cfg.policy.file.empty() && cfg.policy.max_batch.empty()) first.policy.file.clear();
   for (int r = 0; r < workers; ++r)
-    check_fits(memory_need(model, cfg, largest_local_batch(cfg, workers, r)), memory[static_cast<size_t>(r)], cfg, r);
+    check_fits(memory_need(model, cfg, largest_local_batch(first, workers, r)), memory[static_cast<size_t>(r)], cfg, r);
 }
 
 }  // namespace tandem

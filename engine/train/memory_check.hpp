@@ -54,6 +54,16 @@ void check_fits(const MemoryNeed& need, const DeviceMemory& memory, const Experi
 // of those ranks, started by an mpirun of the user's (see above).
 void check_model_memory(const ExperimentConfig& cfg, int workers, bool started_by_mpirun);
 
+// The most samples each worker can hold at once, its micro-batch (issue 37), where
+// nothing gives it a cap: what its share of its device's memory (the CPU: the host's
+// MemTotal over the ranks it runs, as a rank of a job sees it; a GPU: its memory over
+// the ranks on it) leaves after the parameters, the gradients and their micro-batch
+// sum, the optimizer's state and the sync copies, over the buffers of one sample
+// (within about 2x, as the check above). 0 where the memory cannot be read or not
+// one sample fits (the check refuses such a run). `why`, when given, gets one line a
+// worker saying how.
+std::vector<int64_t> measured_micro_caps(const ExperimentConfig& cfg, int workers, std::vector<std::string>* why);
+
 // "13.6 GiB", "3.1 MiB": a size for a message.
 std::string bytes_text(double bytes);
 

@@ -108,3 +108,26 @@ BOOST_AUTO_TEST_CASE(a_model_too_big_for_the_machine_is_refused_before_allocatin
   CHECK_CONTAINS(msg, "lower the batch");
   BOOST_TEST(took_s < 5.0);
 }
+
+// Where nothing gives a cap, each worker's micro-batch cap is what its share of the
+// host's memory holds past the model's fixed needs (issue 37 part 4): positive, the
+// same for every CPU rank of one host, smaller with more ranks sharing it, and
+// smaller for a model whose sample weighs more.
+BOOST_AUTO_TEST_CASE(measured_micro_caps_follow_the_memory_and_the_model) {
+  const ExperimentConfig cfg = load_experiment(kQuickstart, {"device=cpu"});
+  std::vector<std::string> why;
+  const std::vector<int64_t> two = measured_micro_caps(cfg, 2, &why);
+  BOOST_REQUIRE(two.size() == 2u);
+  if (two[0] == 0) return;  // /proc/meminfo unreadable here: nothing measured
+  BOOST_TEST(two[0] == two[1]);
+  BOOST_TEST(why.size() == 2u);
+  CHECK_CONTAINS(why[0], "worker 0 holds " + std::to_string(two[0]) + " samples at once");
+  const ModelFootprint f = model_footprint(cfg.model);
+  // About MemTotal / 2 over the bytes of a sample (the fixed part is 1 MiB here).
+  const double per_sample = f.buffer_floats_per_sample * 4.0;
+  BOOST_TEST(static_cast<double>(two[0]) * per_sample > 1e6);
+  const std::vector<int64_t> four = measured_micro_caps(cfg, 4, nullptr);
+  BOOST_TEST(four[0] < two[0]);
+  const ExperimentConfig wide = load_experiment(kQuickstart, {"device=cpu", "model_args.hidden={4096, 4096}"});
+  BOOST_TEST(measured_micro_caps(wide, 2, nullptr)[0] < two[0]);
+}

@@ -13,7 +13,8 @@ thread: the runs are deterministic, so the margins are not luck. The parameters 
 between fp32 and bf16 (the rounding happened), and an experiment with the old
 `tf32 = true` is refused, naming what replaced it.
 
-usage: test_precision.py TANDEM_BINARY SCRATCH_DIR
+usage: test_precision.py TANDEM_BINARY SCRATCH_DIR [mlp | lenet | all]
+(ctest runs the two models as integration.precision_mlp and _lenet, side by side)
 """
 import json
 import os
@@ -23,6 +24,7 @@ import subprocess
 import sys
 
 TANDEM, SCRATCH = sys.argv[1], sys.argv[2]
+PART = sys.argv[3] if len(sys.argv) > 3 else "all"
 MARGIN = 0.005  # 0.5 points of test accuracy
 
 
@@ -50,8 +52,11 @@ def train(experiment, precision, *overrides):
 
 
 os.makedirs(SCRATCH, exist_ok=True)
-for experiment, promised, extra, length in (("scripts/experiments/quickstart.lua", 0.85, ["tf32"], []),
-                                            ("scripts/experiments/lenet.lua", 0.85, [], ["stop.epochs=1"])):
+for part, experiment, promised, extra, length in (
+        ("mlp", "scripts/experiments/quickstart.lua", 0.85, ["tf32"], []),
+        ("lenet", "scripts/experiments/lenet.lua", 0.85, [], ["stop.epochs=1"])):
+    if PART not in ("all", part):
+        continue
     acc32, p32 = train(experiment, "fp32", *length)
     for precision in ["bf16"] + extra:
         acc, p = train(experiment, precision, *length)
@@ -63,8 +68,13 @@ for experiment, promised, extra, length in (("scripts/experiments/quickstart.lua
         if p == p32:
             fail(f"{experiment}: {precision} trained the same parameters as fp32: nothing was rounded")
 
-r = subprocess.run([TANDEM, "run", "scripts/experiments/quickstart.lua", "tf32=true", "--dry-run"],
-                   capture_output=True, text=True)
-if r.returncode == 0 or "replaced by 'precision'" not in r.stderr or "precision = 'tf32'" not in r.stderr:
-    fail(f"tf32=true should be refused, naming precision = 'tf32'; exit {r.returncode}, stderr:\n{r.stderr}")
-print("ok: bf16 and tf32 within 0.5 points of fp32; the old tf32 key names its replacement")
+if PART in ("all", "mlp"):
+    r = subprocess.run([TANDEM, "run", "scripts/experiments/quickstart.lua", "tf32=true", "--dry-run"],
+                       capture_output=True, text=True)
+    if r.returncode == 0 or "replaced by 'precision'" not in r.stderr or "precision = 'tf32'" not in r.stderr:
+        fail(f"tf32=true should be refused, naming precision = 'tf32'; exit {r.returncode}, stderr:\n{r.stderr}")
+    print("ok: bf16 and tf32 within 0.5 points of fp32; the old tf32 key names its replacement")
+if PART not in ("all", "mlp", "lenet"):
+    fail(f"unknown part {PART!r}: mlp, lenet or all")
+if PART == "lenet":
+    print("ok: LeNet in bf16 within 0.5 points of fp32")

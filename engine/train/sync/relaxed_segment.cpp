@@ -80,6 +80,9 @@ WorkerStats SegmentRunner::compute(int64_t iteration, int64_t local_batch, int64
   ctx.seed = mix_seed(cfg_.seed, static_cast<uint64_t>(iteration));
   ctx.first_sample = offset;
   const double compute_start = now_ms();
+  // A plan's micro-batches are bsp's (Plan::validate): a relaxed segment computes in
+  // the experiment's accumulate, whatever the last bsp plan set.
+  step_.set_micro_batches(cfg_.accumulate);
   const LossResult loss = step_.compute(x, loader_.labels(), ctx);
   if (faults_ && faults_->nan_at(iteration))
     model_.device().fill(model_.grads().data(), 1, std::numeric_limits<float>::quiet_NaN());

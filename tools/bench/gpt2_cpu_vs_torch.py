@@ -3,7 +3,9 @@
 one thread each and two threads each.
 
 The model is GPT-2's smallest (models/gpt.lua's preset 'gpt2': 12 layers, 12 heads,
-768 wide, vocabulary 50257 unpadded, tied head, no dropout) at a context of --seq
+768 wide, vocabulary 50257, tied head, no dropout; tandem pads its token table and
+logits to 50304 as its default vocab_multiple = 64 does, PyTorch's model keeps 50257
+as Hugging Face's) at a context of --seq
 tokens (512 by default) and --batch windows a step (1), AdamW as
 scripts/experiments/gpt2.lua (lr 6e-4, betas 0.9/0.95, weight decay 0.1 on matrices
 and embeddings, clipping at 1); float32. The data: Debian's fortunes written as

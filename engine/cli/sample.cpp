@@ -19,19 +19,24 @@ namespace {
 
 constexpr const char* kWhere = "tandem sample";
 
+// Whether `text` is, whole, a whole number in [lo, hi] (into *v).
+bool whole_number(const std::string& text, long long lo, long long hi, long long* v) {
+  size_t used = 0;
+  try {
+    *v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return !text.empty() && used == text.size() && *v >= lo && *v <= hi;
+}
+
 // A whole number in [lo, hi] from an option's text, or an error naming the option.
 long long option_int(const CommandLine& line, const std::string& name, long long fallback, long long lo,
                      long long hi) {
   if (!line.has(name)) return fallback;
   const std::string text = line[name];
-  size_t used = 0;
   long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TANDEM_CHECK_HINT(used == text.size() && !text.empty() && v >= lo && v <= hi,
+  TANDEM_CHECK_HINT(whole_number(text, lo, hi, &v),
                     "give " + name + " a whole number from " + std::to_string(lo) + " to " + std::to_string(hi),
                     kWhere, ": ", name, " '", text, "' is not a whole number in [", lo, ", ", hi, "]");
   return v;
@@ -99,14 +104,8 @@ std::vector<int> parse_prompt_tokens(const std::string& list, int vocab) {
   while (at <= list.size()) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string item = list.substr(at, comma - at);
-    size_t used = 0;
     long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TANDEM_CHECK_HINT(!item.empty() && used == item.size() && v >= 0 && v < vocab,
+    TANDEM_CHECK_HINT(whole_number(item, 0, vocab - 1, &v),
                       "give --prompt-tokens token ids from 0 to " + std::to_string(vocab - 1) +
                           ", separated by commas (15496,11,995)",
                       kWhere, ": --prompt-tokens item ", tokens.size() + 1, " '", item,

@@ -108,7 +108,11 @@ int64_t largest_local_batch(const ExperimentConfig& cfg, int workers, int worker
   int64_t cap = cfg.global_batch_max();  // a policy may carry B up to policy.global_batch.max
   if (worker < static_cast<int>(cfg.policy.max_batch.size()))
     cap = std::min(cap, cfg.policy.max_batch[static_cast<size_t>(worker)]);
-  if (!cfg.policy.file.empty()) return cap;  // the policy may give it anything up to its bound
+  // A policy holds at most a worker's cap at once (max_batch bounds the micro-batch,
+  // whatever the count): as a local batch in `accumulate` micro-batches, that many
+  // caps. Without given caps it gets measured ones (measured_micro_caps), which fit
+  // by construction: the plan it starts from is what must fit.
+  if (!cfg.policy.file.empty() && !cfg.policy.max_batch.empty()) return cap * std::max<int64_t>(cfg.accumulate, 1);
   if (cfg.plan.kind == "fixed" && worker < static_cast<int>(cfg.plan.batches.size()))
     return cfg.plan.batches[static_cast<size_t>(worker)];
   if (cfg.plan.kind == "equal") return (B + workers - 1) / std::max(workers, 1);
@@ -175,12 +179,8 @@ std::vector<int64_t> measured_micro_caps(const ExperimentConfig& cfg, int worker
 void check_model_memory(const ExperimentConfig& cfg, int workers, bool started_by_mpirun) {
   const ModelFootprint model = model_footprint(cfg.model);
   const std::vector<DeviceMemory> memory = device_memory(cfg, workers, started_by_mpirun);
-  // A policy without given caps gets each worker's measured one (measured_micro_caps)
-  // and computes larger shares in micro-batches: the plan it starts from must fit.
-  ExperimentConfig first = cfg;
-  if (!cfg.policy.file.empty() && cfg.policy.max_batch.empty()) first.policy.file.clear();
   for (int r = 0; r < workers; ++r)
-    check_fits(memory_need(model, cfg, largest_local_batch(first, workers, r)), memory[static_cast<size_t>(r)], cfg, r);
+    check_fits(memory_need(model, cfg, largest_local_batch(cfg, workers, r)), memory[static_cast<size_t>(r)], cfg, r);
 }
 
 }  // namespace tandem

@@ -10,8 +10,9 @@
 // state (SGD momentum: one more copy, AdamW: two; accumulation: one more gradient
 // buffer), the relaxed sync modes' host copies, and the
 // buffers of forward and backward at the largest local batch the worker can be
-// given (the planned one, or up to policy.max_batch / the global batch when a policy
-// or a random or proportional plan decides), or of forward alone at the evaluation
+// given (the planned one; with a policy, up to policy.max_batch in each micro-batch,
+// or the first plan where a policy's caps are measured; the global batch when a
+// random or proportional plan decides), or of forward alone at the evaluation
 // batch if that is more. The buffers are estimated within about 2x; the rest is
 // exact. A run is refused only when this exceeds what the device has:
 //   CPU  the host's available memory (MemAvailable in /proc/meminfo) shared by the
@@ -34,7 +35,8 @@ struct MemoryNeed {
   double total() const { return params_bytes + grads_bytes + optimizer_bytes + sync_bytes + buffers_bytes; }
 };
 
-// The largest local batch worker `worker` of `workers` can be given.
+// The largest local batch worker `worker` of `workers` can be given, as memory_need
+// counts it (in `accumulate` micro-batches).
 int64_t largest_local_batch(const ExperimentConfig& cfg, int workers, int worker);
 
 MemoryNeed memory_need(const ModelFootprint& model, const ExperimentConfig& cfg, int64_t local_batch);

@@ -31,8 +31,8 @@ void TrainStep::pass(const Tensor& x, const int32_t* labels, const StepContext& 
 
 void TrainStep::queue_compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
-  const int64_t parts = std::min<int64_t>(accumulate_, n);
-  if (parts <= 1) {
+  const int64_t parts = passes(n);
+  if (parts == 1) {
     pass(x, labels, ctx, false);
     return;
   }

@@ -89,6 +89,9 @@ public:
   // Plan::micro_batches); the constructor's `accumulate` until set.
   void set_micro_batches(int64_t k);
   int64_t micro_batches() const { return accumulate_; }
+  // The passes a local batch of n samples takes: the micro-batches, fewer when n has
+  // fewer samples, and one for an empty batch.
+  int64_t passes(int64_t n) const { return n < accumulate_ ? (n > 1 ? n : 1) : accumulate_; }
 
   // The fused step (above) over a local batch that is the whole global batch (one
   // worker): the update divides by x's samples. `poison` puts a NaN in the gradient

@@ -325,7 +325,11 @@ end
 -- samples, each ms/k: observe_step feeds the one-pass model that (the worker's
 -- micro_batches, from its stats).
 
-local function ceil_div(b, cap) return math.ceil(b / cap - 1e-12) end
+-- The micro-batches b samples take under a cap: ceil(b / cap), 1 for b <= cap.
+function M.micro_count(b, cap)
+  if b <= cap then return 1 end
+  return math.ceil(b / cap)
+end
 
 local MicroBatched = {}
 MicroBatched.__index = MicroBatched
@@ -340,11 +344,7 @@ function M.micro_batched(model, cap, max_micro)
   return setmetatable({ base = model, cap = floor(cap), max_micro = max_micro or 1024 }, MicroBatched)
 end
 
--- The micro-batches b samples take: ceil(b / cap), 1 for b <= cap (0 samples: 1).
-function MicroBatched:micro(b)
-  if b <= self.cap then return 1 end
-  return ceil_div(b, self.cap)
-end
+function MicroBatched:micro(b) return M.micro_count(b, self.cap) end
 
 function MicroBatched:predict(b)
   if b <= 0 then return 0 end

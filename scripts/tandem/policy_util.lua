@@ -99,7 +99,7 @@ U.MAX_MICRO = 1024
 function U.micro_batches(plan, caps)
   local out, any = {}, false
   for i = 1, #plan do
-    out[i] = plan[i] > caps[i] and math.ceil(plan[i] / caps[i]) or 1
+    out[i] = perf_model.micro_count(plan[i], caps[i])
     if out[i] > 1 then any = true end
   end
   return any and out or nil

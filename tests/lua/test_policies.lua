@@ -40,12 +40,6 @@ local function new_sim(opts)
   return s
 end
 
--- Worker i's micro-batches for b samples: its plan's count, or the fewest its cap
--- allows (a plan must carry them where a batch exceeds the cap: apply() checks).
-function Sim:micro_of(i, b)
-  return self.micro[i] or 1
-end
-
 Sim.speed = fixtures.sim_speed
 
 -- The true (noise-free) time models at iteration t, as perf_model.linear tables.
@@ -71,7 +65,7 @@ function Sim:stats(t)
   local workers, max_ms = {}, 0
   for i = 1, self.n do
     local b = self.batches[i]
-    local k = self:micro_of(i, b)
+    local k = self.micro[i] or 1  -- the plan's count (apply() checks it keeps within the cap)
     local ms = b > 0 and (b / self:speed(i, t) * self.k + k * self.fixed) * (1 + self.noise * noise(i, t)) or 0.001
     workers[i] = { rank = i - 1, device = self.cluster.devices[i], local_batch = b, micro_batches = k,
                    compute_ms = ms, comm_ms = 2, samples_per_s = b > 0 and b / ms * 1000 or 0, memory_mb = 100 + b }

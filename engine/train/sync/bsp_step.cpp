@@ -63,6 +63,11 @@ BatchSpan BspStep::place(const Plan& plan, int64_t t) {
   return span;
 }
 
+int64_t BspStep::use_micro_batches(const Plan& plan, int64_t b) {
+  p_.step.set_micro_batches(plan.micro(rank_, p_.cfg.accumulate));
+  return p_.step.passes(b);
+}
+
 void BspStep::prefetch(int64_t t, const Plan& plan) {
   p_.positions.resize(t, plan.global_batch());
   p_.loader.prefetch(t, plan.offset(rank_), plan.local_batch[static_cast<size_t>(rank_)]);
@@ -71,10 +76,11 @@ void BspStep::prefetch(int64_t t, const Plan& plan) {
 StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   if (fused_) return run_fused(plan, t, boundary);
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
-  p_.step.set_micro_batches(plan.micro(rank_, p_.cfg.accumulate));
+  const int64_t passes = use_micro_batches(plan, b);
   const BatchSpan span = place(plan, t);
   const double start = now_ms();
   WorkerStats now = boundary.begin_stats(t, b, start);
+  now.micro_batches = passes;
   const Tensor& x = p_.loader.load(t, offset, b);
   now.data_ms = now_ms() - start;
   now.stats_ms = boundary.post_ms();
@@ -114,7 +120,6 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   const double compute_start = now_ms();
   if (has_layer_state_) layer_state_before_ = p_.model.layer_state();
   const LossResult loss = p_.step.compute(x, p_.loader.labels(), ctx);
-  now.micro_batches = std::min<int64_t>(p_.step.micro_batches(), std::max<int64_t>(now.local_batch, 1));
   if (p_.faults.nan_at(t)) dev.fill(p_.model.grads().data(), 1, std::numeric_limits<float>::quiet_NaN());
   p_.faults.at(t, "compute");
   now.real_compute_ms = now_ms() - compute_start;
@@ -135,14 +140,14 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
 // trainer before a boundary that needs it (settle()).
 StepResult BspStep::run_fused(const Plan& plan, int64_t t, Boundary& boundary) {
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)];
-  p_.step.set_micro_batches(plan.micro(rank_, p_.cfg.accumulate));
+  const int64_t passes = use_micro_batches(plan, b);
   const BatchSpan span = place(plan, t);
   Unread u;
   u.t = t;
   u.batch = span.size;
   u.start = now_ms();
   u.now = boundary.begin_stats(t, b, u.start);
-  u.now.micro_batches = std::min<int64_t>(p_.step.micro_batches(), std::max<int64_t>(b, 1));
+  u.now.micro_batches = passes;
   const Tensor& x = p_.loader.load(t, 0, b);
   u.now.data_ms = now_ms() - u.start;
   u.lr = learning_rate();

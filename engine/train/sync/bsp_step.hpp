@@ -83,6 +83,9 @@ private:
   // Iteration t's batch under `plan` placed and its gather started (a GPU's: queued
   // behind what the device runs now; nothing on the CPU).
   void prefetch(int64_t t, const Plan& plan);
+  // Sets the step to this rank's micro-batches in `plan` (or accumulate); returns the
+  // passes its local batch b takes (the stats' micro_batches).
+  int64_t use_micro_batches(const Plan& plan, int64_t b);
   // An iteration with the fused step (above).
   StepResult run_fused(const Plan& plan, int64_t t, Boundary& boundary);
   // settle(); count_wait: the wait for the step's read is counted in its step_ms (a

@@ -90,7 +90,8 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_dx, const StepCont
     host_grads_[i] = static_cast<float>(sums_[c + i]);
     host_grads_[c + i] = static_cast<float>(sums_[i]);
   }
-  dev_.copy_from_host(dgamma_, host_grads_.data(), 2 * c);
+  dev_.copy_from_host(scratch_.target(dev_, dgamma_, 2 * c, ctx.accumulate_grads), host_grads_.data(), 2 * c);
+  scratch_.finish(dev_, dgamma_, 2 * c, ctx.accumulate_grads);
   if (!need_dx) return dx_ = Tensor();
   // dx needs the sums over the whole batch (every worker's model has the same
   // layers, so all of them get here together).

@@ -53,6 +53,7 @@ private:
   Tensor mean_, invstd_;               // on the device, per channel
   double count_ = 0.0;                 // values per channel in the (global) batch
   Tensor xhat_, y_, dx_;
+  GradScratch scratch_;  // dgamma and dbeta while accumulating
 };
 
 }  // namespace tandem

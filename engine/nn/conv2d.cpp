@@ -64,16 +64,26 @@ const Tensor& Conv2d::forward(const Tensor& x, const StepContext&) {
   return y_;
 }
 
-const Tensor& Conv2d::backward(const Tensor& dy, bool need_dx, const StepContext&) {
+const Tensor& Conv2d::backward(const Tensor& dy, bool need_dx, const StepContext& ctx) {
   const int n = static_cast<int>(x_.dim(0));
+  const bool acc = ctx.accumulate_grads;
   float* g = dy.data();
   dev_.act_backward(y_.data(), g, static_cast<size_t>(n) * oc_ * oh_ * ow_, act_);
-  if (bias_) dev_.channel_bias_grad(g, n, oc_, oh_ * ow_, db_);
+  if (bias_) {
+    const size_t nb = static_cast<size_t>(oc_);
+    dev_.channel_bias_grad(g, n, oc_, oh_ * ow_, bias_scratch_.target(dev_, db_, nb, acc));
+    bias_scratch_.finish(dev_, db_, nb, acc);
+  }
   if (need_dx)
     dx_.ensure(dev_, x_.shape());
   else
     dx_ = Tensor();
-  dev_.conv2d_backward(geometry(n), x_.data(), w_, g, dw_, need_dx ? dx_.data() : nullptr);
+  // The device's convolution overwrites dW (im2col and a GEMM on the CPU, cuDNN on a
+  // GPU): while accumulating it writes into scratch, added in after.
+  const size_t nw = static_cast<size_t>(weight_count());
+  dev_.conv2d_backward(geometry(n), x_.data(), w_, g, weight_scratch_.target(dev_, dw_, nw, acc),
+                       need_dx ? dx_.data() : nullptr);
+  weight_scratch_.finish(dev_, dw_, nw, acc);
   return dx_;
 }
 

@@ -79,11 +79,19 @@ const Tensor& Embedding::backward(const Tensor& dy, bool, const StepContext& ctx
   if (dropped_)
     dev_.dropout_backward(dy.data(), dy.data(), n, seq_ * n_embd_, dropout_,
                           DropoutSeed{ctx.seed, ctx.seed_on_device, salt_}, ctx.first_sample);
-  if (!tied_) dev_.fill(dwte_, static_cast<size_t>(padded_vocab_) * n_embd_, 0.0f);
-  dev_.embedding_backward(tokens_.data(), dy.data(), n, seq_, n_embd_, vocab_, dwte_, dwpe_);
-  // The device op overwrites the rows of the positions seen; positions past a
-  // shorter input (seq < seq_len) get no gradient, and backward overwrites.
-  if (seq_ < seq_len_)
+  // The token table's gradient is scattered in (added): zeroed first unless this
+  // pass accumulates, or the tied head wrote it already.
+  const bool acc = ctx.accumulate_grads;
+  if (!tied_ && !acc) dev_.fill(dwte_, static_cast<size_t>(padded_vocab_) * n_embd_, 0.0f);
+  // The device op overwrites the position rows seen: while accumulating into scratch,
+  // added in after.
+  const size_t np = static_cast<size_t>(seq_) * n_embd_;
+  dev_.embedding_backward(tokens_.data(), dy.data(), n, seq_, n_embd_, vocab_, dwte_,
+                          wpe_scratch_.target(dev_, dwpe_, np, acc));
+  wpe_scratch_.finish(dev_, dwpe_, np, acc);
+  // Positions past a shorter input (seq < seq_len) get no gradient: zeros, which an
+  // accumulating pass keeps.
+  if (seq_ < seq_len_ && !acc)
     dev_.fill(dwpe_ + static_cast<size_t>(seq_) * n_embd_, static_cast<size_t>(seq_len_ - seq_) * n_embd_, 0.0f);
   return none_;  // token ids have no gradient
 }

@@ -58,6 +58,7 @@ private:
   Shape out_shape_;
   float *wte_ = nullptr, *wpe_ = nullptr, *dwte_ = nullptr, *dwpe_ = nullptr;
   Tensor tokens_, y_, none_;
+  GradScratch wpe_scratch_;  // the position rows' gradient while accumulating
 };
 
 }  // namespace tandem

@@ -3,8 +3,11 @@
 // by capacity, so a varying local batch allocates nothing once warmed up) and views
 // of its parameters and gradients inside the model's flat buffers.
 //
-// Gradient convention: backward() OVERWRITES this layer's parameter gradients (it
-// does not accumulate), so the model never has to zero the gradient buffer.
+// Gradient convention: backward() OVERWRITES this layer's parameter gradients, so the
+// model never has to zero the gradient buffer; a step computed in micro-batches sets
+// StepContext::accumulate_grads on every pass after the first, and backward() then
+// ADDS to them (a GEMM's beta = 1, or GradScratch below), so the micro-batches sum in
+// place without a copy of the whole gradient per micro-batch.
 // The incoming dy may be modified in place (fused activations do), since the layer
 // that produced it never reads it again.
 #include <cstdint>
@@ -40,6 +43,30 @@ struct StepContext {
   // step's seed (kernels/dropout_seed.hpp).
   const double* seed_on_device = nullptr;
   int64_t first_sample = 0;  // position of this worker's first sample in the global batch
+  // backward() adds to the parameter gradients instead of overwriting them (the
+  // micro-batches after a step's first: engine/train/step.hpp).
+  bool accumulate_grads = false;
+};
+
+// For a layer whose device op overwrites a parameter gradient: where that op writes
+// (the gradient itself, or a scratch buffer while accumulating) and, after it, the
+// scratch added in. The scratch is the size of that gradient alone (a norm's or a
+// bias's, a convolution's weights), never the model's.
+class GradScratch {
+public:
+  // Where the op writes `count` floats of the gradient at `grad`.
+  float* target(Device& dev, float* grad, size_t count, bool accumulate) {
+    if (!accumulate) return grad;
+    buf_.ensure(dev, {static_cast<int64_t>(count)});
+    return buf_.data();
+  }
+  // Adds what the op wrote into the gradient (nothing when not accumulating).
+  void finish(Device& dev, float* grad, size_t count, bool accumulate) {
+    if (accumulate) dev.add_inplace(grad, buf_.data(), count);
+  }
+
+private:
+  Tensor buf_;
 };
 
 class Layer {

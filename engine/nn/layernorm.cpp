@@ -45,12 +45,17 @@ const Tensor& LayerNorm::forward(const Tensor& x, const StepContext&) {
   return y_;
 }
 
-const Tensor& LayerNorm::backward(const Tensor& dy, bool need_dx, const StepContext&) {
+const Tensor& LayerNorm::backward(const Tensor& dy, bool need_dx, const StepContext& ctx) {
   const int64_t rows = x_.numel() / dim_;
   // The kernel always writes dx; without need_dx it lands in scratch nobody reads.
   dx_.ensure(dev_, x_.shape());
+  // It overwrites dgamma and dbeta (which lie side by side): while accumulating it
+  // writes them into scratch, added in after.
+  const size_t nd = 2 * static_cast<size_t>(dim_);
+  float* dgamma = scratch_.target(dev_, dgamma_, nd, ctx.accumulate_grads);
   dev_.layernorm_backward(dy.data(), x_.data(), gamma_, mean_.data(), rstd_.data(), static_cast<int>(rows),
-                          static_cast<int>(dim_), dx_.data(), dgamma_, dbeta_);
+                          static_cast<int>(dim_), dx_.data(), dgamma, dgamma + dim_);
+  scratch_.finish(dev_, dgamma_, nd, ctx.accumulate_grads);
   return need_dx ? dx_ : none_;
 }
 

@@ -31,6 +31,7 @@ private:
   float eps_;
   float *gamma_ = nullptr, *beta_ = nullptr, *dgamma_ = nullptr, *dbeta_ = nullptr;
   Tensor x_, y_, mean_, rstd_, dx_, none_;
+  GradScratch scratch_;  // dgamma and dbeta while accumulating
 };
 
 }  // namespace tandem

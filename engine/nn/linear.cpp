@@ -40,17 +40,24 @@ const Tensor& Linear::forward(const Tensor& x, const StepContext&) {
   return y_;
 }
 
-const Tensor& Linear::backward(const Tensor& dy, bool need_dx, const StepContext&) {
+const Tensor& Linear::backward(const Tensor& dy, bool need_dx, const StepContext& ctx) {
   const int64_t n = x_.dim(0);
+  const bool acc = ctx.accumulate_grads;
   float* g = dy.data();
   dev_.act_backward(y_.data(), g, static_cast<size_t>(n * out_), act_);
-  // dW = dy^T x  ([out, n] x [n, in]); beta = 0 overwrites, so a batch of 0 gives 0.
-  if (n == 0)
-    dev_.fill(dw_, static_cast<size_t>(in_ * out_), 0.0f);
-  else
+  // dW = dy^T x  ([out, n] x [n, in]); beta = 0 overwrites, so a batch of 0 gives 0;
+  // beta = 1 adds this micro-batch's part (and an empty one adds nothing).
+  if (n == 0) {
+    if (!acc) dev_.fill(dw_, static_cast<size_t>(in_ * out_), 0.0f);
+  } else {
     dev_.gemm(true, false, static_cast<int>(out_), static_cast<int>(in_), static_cast<int>(n), 1.0f, g,
-              static_cast<int>(out_), x_.data(), static_cast<int>(in_), 0.0f, dw_, static_cast<int>(in_));
-  if (bias_) dev_.bias_grad(g, static_cast<int>(n), static_cast<int>(out_), db_);
+              static_cast<int>(out_), x_.data(), static_cast<int>(in_), acc ? 1.0f : 0.0f, dw_, static_cast<int>(in_));
+  }
+  if (bias_) {
+    const size_t nb = static_cast<size_t>(out_);
+    dev_.bias_grad(g, static_cast<int>(n), static_cast<int>(out_), bias_scratch_.target(dev_, db_, nb, acc));
+    bias_scratch_.finish(dev_, db_, nb, acc);
+  }
   if (!need_dx) return dx_ = Tensor();
   dx_.ensure(dev_, x_.shape());
   // dx = dy W  ([n, out] x [out, in])

@@ -28,6 +28,7 @@ private:
   Shape out_shape_;
   float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
   Tensor x_, y_, dx_;
+  GradScratch bias_scratch_;  // the bias gradient while accumulating
 };
 
 }  // namespace tandem

@@ -48,15 +48,18 @@ const Tensor& LmHead::forward(const Tensor& x, const StepContext&) {
   return y_;
 }
 
-const Tensor& LmHead::backward(const Tensor& dy, bool need_dx, const StepContext&) {
+const Tensor& LmHead::backward(const Tensor& dy, bool need_dx, const StepContext& ctx) {
   const int64_t rows = x_.dim(0) * x_.dim(1);
+  const bool acc = ctx.accumulate_grads;
   // dW = dy^T h ([vocab, rows] x [rows, n_embd]), beta = 0: OVERWRITES (the tied
-  // embedding adds its part after). An empty batch writes zeros explicitly.
-  if (rows == 0)
-    dev_.fill(dw_, static_cast<size_t>(vocab_) * n_embd_, 0.0f);
-  else
+  // embedding adds its part after); beta = 1 while accumulating. An empty batch
+  // writes zeros explicitly (adds nothing while accumulating).
+  if (rows == 0) {
+    if (!acc) dev_.fill(dw_, static_cast<size_t>(vocab_) * n_embd_, 0.0f);
+  } else {
     dev_.gemm(true, false, vocab_, n_embd_, static_cast<int>(rows), 1.0f, dy.data(), vocab_, x_.data(), n_embd_,
-              0.0f, dw_, n_embd_);
+              acc ? 1.0f : 0.0f, dw_, n_embd_);
+  }
   if (!need_dx) return dx_ = Tensor();
   dx_.ensure(dev_, x_.shape());
   dev_.gemm(false, false, static_cast<int>(rows), n_embd_, vocab_, 1.0f, dy.data(), vocab_, w_, n_embd_, 0.0f,

@@ -37,8 +37,6 @@ void TrainStep::queue_compute(const Tensor& x, const int32_t* labels, const Step
     return;
   }
   Device& dev = model_.device();
-  const size_t count = model_.param_count();
-  if (!grad_sum_.defined()) grad_sum_ = Tensor(dev, {static_cast<int64_t>(count)});
   const int64_t per_sample = x.numel() / n, targets = model_.targets_per_sample();
   Shape shape = x.shape();
   for (int64_t k = 0; k < parts; ++k) {
@@ -47,14 +45,11 @@ void TrainStep::queue_compute(const Tensor& x, const int32_t* labels, const Step
     const Tensor micro = Tensor::view_of(dev, x.data() + begin * per_sample, shape);
     StepContext c = ctx;
     c.first_sample = ctx.first_sample + begin;
-    pass(micro, labels + begin * targets, c, /*accumulate=*/k > 0);  // the loss sums on the device
-    // backward() overwrites the model's gradients: the first part's become the sum.
-    if (k == 0)
-      dev.copy(grad_sum_.data(), model_.grads().data(), count);
-    else
-      dev.add_inplace(grad_sum_.data(), model_.grads().data(), count);
+    // The first part's backward overwrites the gradients, the others add to them
+    // (layer.hpp): the sum builds in place. The loss sums on the device.
+    c.accumulate_grads = k > 0;
+    pass(micro, labels + begin * targets, c, /*accumulate=*/k > 0);
   }
-  dev.copy(model_.grads().data(), grad_sum_.data(), count);
 }
 
 LossResult TrainStep::compute(const Tensor& x, const int32_t* labels, const StepContext& ctx) {

@@ -152,7 +152,6 @@ private:
   bool positional_;  // the model's pass reads the samples' position (Model::reads_sample_position)
   SoftmaxCrossEntropy loss_;
   LossTotals totals_;  // the local batch's loss sum and correct count, on the device
-  Tensor grad_sum_;  // accumulate > 1: the micro-batches' gradients summed
   double grad_norm_ = 0.0;
   StepScalars scalars_;  // the fused step's (kernels/step_rule.hpp)
   bool graphs_on_ = true;

@@ -606,3 +606,42 @@ BOOST_AUTO_TEST_CASE(param_groups_leave_biases_and_norms_out_of_decay) {
   BOOST_REQUIRE_EQUAL(groups.size(), expected.size());
   check_groups(groups, expected);
 }
+
+// A step in micro-batches (engine/train/step.hpp) has every pass after the first add
+// to the gradients (StepContext::accumulate_grads): the gradients then equal the
+// passes' own gradients added up, for every parameter of a GPT (the tied head, which
+// writes the token table before the embedding scatters into it, and an untied one;
+// dropout on), and an empty pass adds nothing.
+BOOST_AUTO_TEST_CASE(accumulating_passes_add_their_gradients) {
+  for (bool tied : {true, false}) {
+    BOOST_TEST_CONTEXT((tied ? "tied head" : "untied head")) {
+      Model m(dev(), tiny_gpt(0.2, tied), 3);
+      std::vector<float> p = m.params().to_host();
+      randomise(p, 7, 0.3f);
+      m.params().from_host(p.data(), p.size());
+      const Tensor a = random_tokens(2, kSeq, kVocab, 8), b = random_tokens(3, kSeq, kVocab, 10);
+      const Tensor none = random_tokens(0, kSeq, kVocab, 12);
+      const auto la = random_labels(2 * kSeq, 9), lb = random_labels(3 * kSeq, 11);
+      auto pass = [&](const Tensor& x, const int32_t* labels, int64_t first, bool accumulate) {
+        StepContext ctx;
+        ctx.seed = 4;
+        ctx.first_sample = first;
+        ctx.accumulate_grads = accumulate;
+        SoftmaxCrossEntropy loss;
+        loss.forward(m.forward(x, ctx), labels, true, kVocab);
+        m.backward(loss.grad(), ctx);
+        return m.grads().to_host();
+      };
+      const std::vector<float> ga = pass(a, la.data(), 0, false), gb = pass(b, lb.data(), 2, false);
+      pass(a, la.data(), 0, false);
+      const std::vector<float> sum = pass(b, lb.data(), 2, true);
+      double scale = 1e-3, err = 0.0;
+      for (size_t i = 0; i < sum.size(); ++i) {
+        scale = std::max(scale, double(std::abs(ga[i] + gb[i])));
+        err = std::max(err, double(std::abs(sum[i] - (ga[i] + gb[i]))));
+      }
+      BOOST_TEST(err / scale < 1e-6);
+      BOOST_TEST(pass(none, lb.data(), 5, true) == sum);  // an empty pass adds nothing
+    }
+  }
+}

@@ -63,6 +63,41 @@ void check_layer(Layer& layer, const Shape& in, int batch, double tol, float inp
 
 }  // namespace
 
+// A pass with StepContext::accumulate_grads adds its parameter gradients to those
+// there (a step's micro-batches after the first: engine/train/step.hpp): two passes,
+// the second accumulating, leave the sum of each pass's own gradients; an empty
+// accumulating pass adds nothing.
+void check_accumulates(Layer& layer, const Shape& in, int first, int second) {
+  std::vector<float> params(layer.param_count()), grads(layer.param_count());
+  Rng rng(11);
+  layer.bind(params.data(), grads.data());
+  layer.init_params(rng);
+  auto pass = [&](int n, uint64_t seed, bool accumulate) {
+    Tensor x(dev(), batched(n, in));
+    const auto xv = random_vector(static_cast<size_t>(x.numel()), seed);
+    std::copy(xv.begin(), xv.end(), x.data());
+    StepContext ctx;
+    ctx.accumulate_grads = accumulate;
+    const Shape out_shape = batched(n, layer.output_shape());
+    layer.forward(x, ctx);
+    Tensor dy(dev(), out_shape);
+    const auto r = random_vector(static_cast<size_t>(shape_numel(out_shape)), seed + 1);
+    std::copy(r.begin(), r.end(), dy.data());
+    layer.backward(dy, true, ctx);
+    return grads;
+  };
+  const std::vector<float> ga = pass(first, 3, false), gb = pass(second, 5, false);
+  pass(first, 3, false);
+  const std::vector<float> sum = pass(second, 5, true);
+  double scale = 1e-3, err = 0.0;
+  for (size_t i = 0; i < sum.size(); ++i) {
+    scale = std::max(scale, double(std::abs(ga[i] + gb[i])));
+    err = std::max(err, double(std::abs(sum[i] - (ga[i] + gb[i]))));
+  }
+  BOOST_TEST(err / scale < 1e-6, layer.describe() << ": accumulated gradient");
+  BOOST_TEST(pass(0, 7, true) == sum, layer.describe() << ": an empty pass adds nothing");
+}
+
 BOOST_AUTO_TEST_CASE(linear_gradients) {
   Linear layer(dev(), 7, 5, true, Activation::none);
   check_layer(layer, {7}, 4, 2e-3);
@@ -371,4 +406,13 @@ BOOST_AUTO_TEST_CASE(model_errors_name_the_layer) {
   BOOST_CHECK_EXCEPTION(Model(dev(), spec, 1), Error, [](const Error& e) {
     return std::string(e.what()).find("unknown layer type 'wobble' at models/bad.lua:7") != std::string::npos;
   });
+}
+
+BOOST_AUTO_TEST_CASE(accumulating_passes_add_their_gradients) {
+  Linear linear(dev(), 6, 4, true, Activation::relu);
+  check_accumulates(linear, {6}, 3, 5);
+  Conv2d conv(dev(), {2, 5, 5}, 3, 3, 1, 1, true, Activation::relu);
+  check_accumulates(conv, {2, 5, 5}, 2, 3);
+  BatchNorm norm(dev(), {3, 4, 4}, 1e-5f, 0.1f, true);
+  check_accumulates(norm, {3, 4, 4}, 2, 3);
 }

@@ -382,6 +382,7 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
     if (resume.empty() && !line.has("--overwrite") && !dry_run(line)) tandem::check_no_earlier_run(cfg.out_dir);
     const int slots = tandem::total_slots(tandem::job_hosts(cfg.hostfile, cfg.hosts));
     // Before any rank starts, or this process allocates its model.
+    tandem::record_free_gpu_memory();
     tandem::check_model_memory(cfg, cfg.workers, /*started_by_mpirun=*/false);
     if (!cfg.policy.file.empty()) tandem::check_policy(cfg, cfg.workers);
     TANDEM_CHECK_HINT(!(elastic && repl), "leave out --repl; attach a console with tandem attach RUN_DIR",

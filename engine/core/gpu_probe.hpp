@@ -12,6 +12,10 @@ namespace tandem {
 struct GpuProbe {
   std::vector<std::string> devices;  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
   std::vector<double> memory_bytes;  // each device's total memory
+  // Each device's free memory now, as the driver's management library (NVML) reads
+  // it without opening a CUDA context on the device (which would itself take memory
+  // on every GPU); 0 where it cannot be read (no NVML: the total is all one knows).
+  std::vector<double> free_bytes;
   std::string reason;                // why there are none, when there are none
 };
 

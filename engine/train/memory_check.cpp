@@ -65,6 +65,22 @@ std::vector<std::string> device_kinds(const DeviceConfig& cfg, int workers, GpuP
   return kinds;
 }
 
+constexpr const char* kFreeGpuVar = "TANDEM_GPU_FREE_BYTES";
+
+// What record_free_gpu_memory() left in the environment: bytes per CUDA device.
+std::vector<double> recorded_free_gpu_memory() {
+  std::vector<double> out;
+  const char* text = std::getenv(kFreeGpuVar);
+  if (!text) return out;
+  for (const char* at = text; *at;) {
+    char* end = nullptr;
+    out.push_back(std::strtod(at, &end));
+    if (end == at) return {};  // not a list of numbers: nothing is trusted
+    at = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
+
 // Each worker's share of its device's memory (bytes 0: not known, not checked).
 std::vector<DeviceMemory> device_memory(const ExperimentConfig& cfg, int workers, bool started_by_mpirun) {
   GpuProbe gpus;
@@ -75,6 +91,7 @@ std::vector<DeviceMemory> device_memory(const ExperimentConfig& cfg, int workers
   const char* key = started_by_mpirun ? "MemTotal" : "MemAvailable";
   const double host = meminfo_bytes(key);
   const size_t g_count = gpus.memory_bytes.size();
+  const std::vector<double> free_at_start = recorded_free_gpu_memory();
   std::vector<int> on_gpu(g_count, 0);
   for (int r = 0; r < workers; ++r)
     if (kinds[static_cast<size_t>(r)] == "cuda") ++on_gpu[static_cast<size_t>(r) % g_count];
@@ -88,8 +105,10 @@ std::vector<DeviceMemory> device_memory(const ExperimentConfig& cfg, int workers
                              : fmt::format("its device, the CPU, has {} ({} on this host)", bytes_text(m.bytes), key);
     } else if (kinds[static_cast<size_t>(r)] == "cuda") {
       const size_t g = static_cast<size_t>(r) % g_count;
-      m.bytes = gpus.memory_bytes[g] / on_gpu[g];
-      m.what = fmt::format("its device, GPU {} ({}), has {}{}", g, gpus.devices[g], bytes_text(m.bytes),
+      const bool free = g < free_at_start.size() && free_at_start[g] > 0;
+      m.bytes = (free ? free_at_start[g] : gpus.memory_bytes[g]) / on_gpu[g];
+      m.what = fmt::format("its device, GPU {} ({}), has {}{}{}", g, gpus.devices[g], bytes_text(m.bytes),
+                           free ? " free at the start" : "",
                            on_gpu[g] > 1 ? fmt::format(" (shared by {} ranks)", on_gpu[g]) : "");
     }
   }
@@ -97,6 +116,14 @@ std::vector<DeviceMemory> device_memory(const ExperimentConfig& cfg, int workers
 }
 
 }  // namespace
+
+void record_free_gpu_memory() {
+  const GpuProbe gpus = probe_gpus();
+  if (gpus.free_bytes.empty()) return;
+  std::string list;
+  for (double b : gpus.free_bytes) list += (list.empty() ? "" : ",") + fmt::format("{:.0f}", b);
+  setenv(kFreeGpuVar, list.c_str(), /*overwrite=*/1);
+}
 
 std::string bytes_text(double bytes) {
   const double mib = bytes / (1024.0 * 1024.0);
@@ -124,9 +151,9 @@ MemoryNeed memory_need(const ModelFootprint& model, const ExperimentConfig& cfg,
   const double params = static_cast<double>(model.params) * kFloat;
   need.params_bytes = params;
   need.grads_bytes = params;
-  // SGD's velocity, AdamW's two moments; accumulation's running sum of the gradients.
+  // SGD's velocity, AdamW's two moments. Micro-batches sum in the gradients themselves
+  // (StepContext::accumulate_grads): no second copy.
   need.optimizer_bytes = cfg.optimizer.name == "adamw" ? 2.0 * params : cfg.optimizer.momentum != 0.0 ? params : 0.0;
-  if (cfg.accumulate > 1) need.grads_bytes += params;
   // The relaxed modes keep the parameters and the velocity on the host too.
   need.sync_bytes = cfg.plan.sync.mode != "bsp" ? 2.0 * params : 0.0;
   // With accumulation the buffers hold one micro-batch at a time.
@@ -159,8 +186,7 @@ std::vector<int64_t> measured_micro_caps(const ExperimentConfig& cfg, int worker
   const std::vector<DeviceMemory> memory = device_memory(cfg, workers, /*started_by_mpirun=*/true);
   MemoryNeed fixed = memory_need(model, cfg, 0);
   fixed.buffers_bytes = 0;
-  const double params = static_cast<double>(model.params) * kFloat;
-  const double held = fixed.total() + (cfg.accumulate > 1 ? 0.0 : params);  // the micro-batches' gradient sum
+  const double held = fixed.total();
   const double per_sample = model.buffer_floats_per_sample * kFloat;
   std::vector<int64_t> caps(static_cast<size_t>(workers), 0);
   for (int r = 0; r < workers; ++r) {

@@ -18,7 +18,8 @@
 //   CPU  the host's available memory (MemAvailable in /proc/meminfo) shared by the
 //        CPU ranks this host runs; a rank started by an mpirun of the user's, which
 //        cannot know whether the others have allocated already, uses MemTotal;
-//   GPU  the device's total memory, shared by the ranks placed on it.
+//   GPU  the device's free memory when `tandem run` started (memory another job
+//        holds is not the run's), else its total, shared by the ranks placed on it.
 // Nothing is checked where the device's memory cannot be read.
 #include <cstdint>
 #include <string>
@@ -50,6 +51,14 @@ struct DeviceMemory {
 // Throws a tandem::Error with the numbers when `need` exceeds `memory`.
 void check_fits(const MemoryNeed& need, const DeviceMemory& memory, const ExperimentConfig& cfg, int worker);
 
+// Each GPU's free memory now (NVML: engine/core/gpu_probe.hpp), recorded for this
+// process and the ranks it starts on this host (TANDEM_GPU_FREE_BYTES, one number per
+// CUDA device): what the check and the measured caps below count for a GPU, so memory
+// that another job holds is not counted as the run's. Called by `tandem run` before
+// any rank starts; where it was not (an mpirun of the user's) or NVML cannot be read,
+// a GPU counts its total memory. Nothing where there is no GPU.
+void record_free_gpu_memory();
+
 // The check over every worker, before any of them allocates. workers: the ranks
 // that will each hold the model on this machine (`tandem run`: the experiment's
 // workers; `tandem sim` and `profile`: 1). started_by_mpirun: this process is one
@@ -58,9 +67,9 @@ void check_model_memory(const ExperimentConfig& cfg, int workers, bool started_b
 
 // The most samples each worker can hold at once, its micro-batch (issue 37), where
 // nothing gives it a cap: what its share of its device's memory (the CPU: the host's
-// MemTotal over the ranks it runs, as a rank of a job sees it; a GPU: its memory over
-// the ranks on it) leaves after the parameters, the gradients and their micro-batch
-// sum, the optimizer's state and the sync copies, over the buffers of one sample
+// MemTotal over the ranks it runs, as a rank of a job sees it; a GPU: its free memory
+// at the start (record_free_gpu_memory) or else its total, over the ranks on it) leaves
+// after the parameters, the gradients, the optimizer's state and the sync copies, over the buffers of one sample
 // (within about 2x, as the check above). 0 where the memory cannot be read or not
 // one sample fits (the check refuses such a run). `why`, when given, gets one line a
 // worker saying how.

@@ -52,6 +52,20 @@ public:
   virtual int receive(int from, int tag, void* data, size_t bytes, const char* what) = 0;
 };
 
+// Sums started now and completed later, by one thread of the caller's (the gradient
+// buckets' communication thread, engine/train/sync/gradient_buckets.hpp) while the
+// rank's own thread goes on with its collectives: a communicator of their own. Every
+// rank starts the same sums in the same order. In-place SUM of host floats.
+class AsyncAllreduce {
+public:
+  virtual ~AsyncAllreduce() = default;
+  // Starts summing data[0, count) over all ranks; returns at once.
+  virtual void start(float* data, size_t count, const char* what) = 0;
+  // Moves the started sums on; how many are not complete yet, counting a sum complete
+  // once it and every one started before it are (never waits).
+  virtual size_t pending(const char* what) = 0;
+};
+
 class Comm {
 public:
   virtual ~Comm() = default;
@@ -79,6 +93,13 @@ public:
 
   // Returns once every rank has called it: where fast ranks wait for slow ones.
   virtual void barrier(const char* what) = 0;
+
+  // Sums that overlap the rank's work (gradient buckets), where the transport gains by
+  // them: messages between hosts, which wait on the network while the CPU computes.
+  // Null where it does not (one rank; ranks on one host sum through shared memory,
+  // which is the CPU's own work) or cannot (MPI without MPI_THREAD_MULTIPLE). A
+  // collective over all ranks: every rank asks, and all get one or none.
+  virtual std::unique_ptr<AsyncAllreduce> open_async_allreduce(const char* what) { return nullptr; }
 
   // Sets up what all-reducing `count` floats needs (shared memory on one host) at
   // start-up: the set-up is itself a collective, and one without a deadline, so it

@@ -33,6 +33,17 @@ public:
   virtual void sum(double* data, size_t count) = 0;
 };
 
+// Told by Model::backward, layer by layer, that the parameter gradients from `offset`
+// to the end of the gradient buffer are final (on a CPU, written): whoever all-reduces
+// them in buckets starts those while the backward pass goes on
+// (engine/train/sync/gradient_buckets.hpp). Of a step's micro-batches only the last
+// pass tells.
+class GradientsReady {
+public:
+  virtual ~GradientsReady() = default;
+  virtual void ready_from(size_t offset) = 0;
+};
+
 struct StepContext {
   bool training = true;
   BatchReducer* reducer = nullptr;  // null: this worker's batch is the whole batch
@@ -46,6 +57,7 @@ struct StepContext {
   // backward() adds to the parameter gradients instead of overwriting them (the
   // micro-batches after a step's first: engine/train/step.hpp).
   bool accumulate_grads = false;
+  GradientsReady* grads_ready = nullptr;  // told as the gradients become final
 };
 
 // For a layer whose device op overwrites a parameter gradient: where that op writes

@@ -270,7 +270,26 @@ const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {
 
 void Model::backward(const Tensor& dlogits, const StepContext& ctx) {
   const Tensor* g = &dlogits;
-  for (size_t i = layers_.size(); i-- > first_param_layer_;) g = &layers_[i]->backward(*g, i > first_param_layer_, ctx);
+  size_t end = param_count();  // where layer i's parameters end
+  for (size_t i = layers_.size(); i-- > first_param_layer_;) {
+    g = &layers_[i]->backward(*g, i > first_param_layer_, ctx);
+    // Layers lay their parameters out in order, so the backward pass finishes the
+    // gradient buffer from its end: everything from layer i's first one on is final.
+    const size_t n = layers_[i]->param_count();
+    end -= n;
+    if (ctx.grads_ready && n > 0) ctx.grads_ready->ready_from(end);
+  }
+}
+
+std::vector<size_t> Model::gradient_ready_points() const {
+  std::vector<size_t> points;
+  size_t end = param_count();
+  for (size_t i = layers_.size(); i-- > first_param_layer_;) {
+    const size_t n = layers_[i]->param_count();
+    end -= n;
+    if (n > 0) points.push_back(end);
+  }
+  return points;
 }
 
 std::vector<ParamRange> Model::param_groups() const {

@@ -38,8 +38,12 @@ public:
   // language model: engine/nn/lm_head.hpp).
   const Tensor& forward(const Tensor& x, const StepContext& ctx);
   // dlogits: gradient of the loss w.r.t. the logits of the last forward (modified in
-  // place). Overwrites the gradient buffer.
+  // place). Overwrites the gradient buffer (adds to it with ctx.accumulate_grads),
+  // telling ctx.grads_ready after each layer with parameters.
   void backward(const Tensor& dlogits, const StepContext& ctx);
+  // Where backward() tells ctx.grads_ready that the gradients are final from: each
+  // layer's first parameter, in the order it tells (descending).
+  std::vector<size_t> gradient_ready_points() const;
 
   Tensor& params() { return params_; }
   Tensor& grads() { return grads_; }

@@ -449,6 +449,11 @@ Fields<ElasticConfig> elastic_fields() {
           at<C>("probe_timeout_s", &C::probe_timeout_s)};
 }
 
+Fields<CommConfig> comm_fields() {
+  using C = CommConfig;
+  return {at<C>("bucket_mb", &C::bucket_mb)};
+}
+
 Fields<FaultConfig> fault_fields() {
   using F = FaultConfig;
   return {at<F>("rank", &F::rank), at<F>("iteration", &F::iteration), at<F>("kind", &F::kind),
@@ -632,6 +637,7 @@ Fields<E> experiment_fields() {
       at<E>("hostfile", &E::hostfile),
       at<E>("hosts", &E::hosts),
       at<E>("collective_timeout_s", &E::collective_timeout_s),
+      record<E, CommConfig>("comm", comm_fields(), &E::comm),
       record<E, CheckpointConfig>("checkpoint", checkpoint_fields(), &E::checkpoint),
       record<E, ElasticConfig>("elastic", elastic_fields(), &E::elastic),
       at<E>("max_nonfinite_steps", &E::max_nonfinite_steps),

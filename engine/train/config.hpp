@@ -164,6 +164,14 @@ struct ElasticConfig {
   double probe_timeout_s = 10;  // a host that does not run a probe by then is left out
 };
 
+// How gradients cross between workers (engine/train/sync/gradient_sync.hpp).
+struct CommConfig {
+  // Buckets of about this many MB, all-reduced during the backward pass where the
+  // transport gains by it (MPI between hosts; gradient_buckets.hpp); 0: one all-reduce
+  // after the backward pass. 25 as PyTorch DDP's bucket_cap_mb.
+  double bucket_mb = 25.0;
+};
+
 // An injected failure (engine/train/emulation/faults.hpp).
 struct FaultConfig {
   int rank = 0;
@@ -192,6 +200,7 @@ struct ExperimentConfig {
   // run allows it), always (or fail saying why not), never.
   std::string fused_step = "auto";
   ElasticConfig elastic;
+  CommConfig comm;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   StopConfig stop;

@@ -48,6 +48,7 @@ void TrainStep::queue_compute(const Tensor& x, const int32_t* labels, const Step
     // The first part's backward overwrites the gradients, the others add to them
     // (layer.hpp): the sum builds in place. The loss sums on the device.
     c.accumulate_grads = k > 0;
+    if (k + 1 < parts) c.grads_ready = nullptr;  // the sums are final in the last pass only
     pass(micro, labels + begin * targets, c, /*accumulate=*/k > 0);
   }
 }

@@ -237,7 +237,7 @@ void Trainer::build_model() {
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, length_.schedule_iterations);
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, cfg_.accumulate);
   reducer_ = std::make_unique<CommReducer>(comm_);
-  gradients_ = std::make_unique<GradientSync>(*model_, comm_);
+  gradients_ = std::make_unique<GradientSync>(*model_, comm_, cfg_.comm.bucket_mb, cfg_.collective_timeout_s);
   loader_ = std::make_unique<BatchLoader>(*train_set_, *sampler_, dev_, cfg_.data.on_device);
   emulator_ = std::make_unique<Emulator>(cfg_.emulation, world_);
   // Emulated compute times stretch this machine's calibrated compute time (see

@@ -33,6 +33,14 @@ struct WorkerStats {
   // the barrier's own latency counts as idle).
   double idle_ms = 0.0;
   double comm_ms = 0.0;     // the gradient all-reduce, emulated link delay included
+  // Gradient buckets (engine/train/sync/gradient_buckets.hpp), summed from the
+  // backward pass on: where the first bucket's sum started (start_ms's clock; 0
+  // without buckets), how long the sums took from there to the last one's end, and
+  // how many there were. comm_ms is then the part of them after every rank arrived:
+  // what the backward pass did not hide (exposed).
+  double buckets_start_ms = 0.0;
+  double allreduce_ms = 0.0;
+  int64_t buckets = 0;
   double stats_ms = 0.0;    // posting and completing the stats report to rank 0
   double optimizer_ms = 0.0;  // 0 for a fused step: its compute_ms holds the update (engine/train/step.hpp)
   double step_ms = 0.0;     // the whole iteration on this rank

@@ -27,6 +27,7 @@ enum StatsShown : unsigned {
   kShownInConsole = 1u << 1,       // a row of the console's engine.workers()
   kShownInTrace = 1u << 2,         // a worker of every trace.jsonl iteration line
   kShownInRelaxedTrace = 1u << 3,  // a worker of the lines of relaxed-sync segments only
+  kShownInBucketTrace = 1u << 4,   // a worker whose gradients were summed in buckets (buckets > 0)
 };
 
 struct StatsField {
@@ -74,6 +75,8 @@ inline constexpr StatsField kWorkerStatsFields[] = {
     TANDEM_STATS_FIELD(real_compute_ms, kShownInTrace,                                           "{:.4f}", false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(idle_ms,         kShownToPolicy | kShownInConsole | kShownInTrace,        "{:.4f}", false, 7, "idle_ms", "%.2f"),
     TANDEM_STATS_FIELD(comm_ms,         kShownToPolicy | kShownInConsole | kShownInTrace,        "{:.4f}", false, 6, "comm_ms", "%.2f"),
+    TANDEM_STATS_FIELD(allreduce_ms,    kShownInBucketTrace,                                     "{:.4f}", false, 0, nullptr, nullptr),
+    TANDEM_STATS_FIELD(buckets,         kShownInBucketTrace,                                     "{}",     false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(stats_ms,        kShownInTrace,                                           "{:.4f}", false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(optimizer_ms,    kShownToPolicy | kShownInTrace,                          "{:.4f}", false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(step_ms,         kShownToPolicy | kShownInConsole | kShownInTrace,        "{:.4f}", false, 0, nullptr, nullptr),
@@ -93,6 +96,7 @@ inline constexpr StatsField kWorkerStatsFields[] = {
     TANDEM_STATS_FIELD(start_ms,        0,                                                       nullptr,  false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(compute_end_ms,  0,                                                       nullptr,  false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(sync_start_ms,   0,                                                       nullptr,  false, 0, nullptr, nullptr),
+    TANDEM_STATS_FIELD(buckets_start_ms, 0,                                                      nullptr,  false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(valid,           0,                                                       nullptr,  false, 0, nullptr, nullptr),
     TANDEM_STATS_FIELD(sync_mode,       0,                                                       nullptr,  false, 0, nullptr, nullptr),
 };

@@ -203,6 +203,12 @@ M.schema = record {
                            .. "(tandem run --host LIST)" }),
   collective_timeout_s = number(30, { gt = 0, doc = 'a collective not done by then (a worker dead, stopped or hung) '
                                                   .. 'aborts the run, naming the missing ranks' }),
+  -- How gradients cross between workers (engine/train/sync/gradient_sync.hpp).
+  comm = record {
+    bucket_mb = number(25, { min = 0, max = 1e6, doc = 'between hosts, gradients are all-reduced in buckets of about '
+                                                .. 'this many MB, each started as the backward pass finishes it (as '
+                                                .. 'DDP\'s bucket_cap_mb); 0: one all-reduce after the backward pass' }),
+  },
   -- Checkpoints (engine/train/checkpoint/file.hpp): tandem run --resume RUN_DIR continues.
   checkpoint = record {
     every = integer(0, { min = 0, doc = 'iterations between checkpoints (0: none, unless every_s)' }),

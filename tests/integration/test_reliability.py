@@ -64,10 +64,11 @@ return e
     return path
 
 
-def tandem(args, expect_ok, timeout=300):
+def tandem(args, expect_ok, timeout=300, env=None):
     start = time.monotonic()
     try:
-        r = subprocess.run([TANDEM] + args, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([TANDEM] + args, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         fail(f"tandem {' '.join(args)} did not end within {timeout} s: a hang")
     elapsed = time.monotonic() - start
@@ -99,10 +100,11 @@ def noticed_after(out, elapsed):
     return after + 86400 if after < 0 else after  # past midnight
 
 
-def run(name, workers, faults="", extra="", expect_ok=True, args=()):
+def run(name, workers, faults="", extra="", expect_ok=True, args=(), env=None):
     out_dir = os.path.join(SCRATCH, name)
     shutil.rmtree(out_dir, ignore_errors=True)
-    out, elapsed = tandem(["run", experiment(name, workers, faults, extra), "--out", out_dir] + list(args), expect_ok)
+    out, elapsed = tandem(["run", experiment(name, workers, faults, extra), "--out", out_dir] + list(args), expect_ok,
+                          env=env)
     # A failing run: how long the job took to end after its fault (noticed_after).
     return out_dir, out, elapsed if expect_ok else noticed_after(out, elapsed)
 
@@ -336,6 +338,19 @@ def deadlines_part():
             fail(f"{name}: the job took {elapsed:.1f} s to end (deadline {DEADLINE_S} s)")
         if all_whole(d) != ["ckpt-0000000010.tdm"]:
             fail(f"{name}: checkpoints {checkpoints(d)}, want ckpt-0000000010.tdm")
+        print(f"ok: {name} ended after {elapsed:.1f} s")
+
+    # Gradient buckets (comm.bucket_mb; over MPI's messages, as between hosts): a rank
+    # stopped or killed while the others' buckets are summing is named as without them.
+    buckets = "e.comm = { bucket_mb = 0.002 }  -- each layer a bucket"
+    for name, fault, names in [
+            ("stop_buckets", "{ rank = 1, iteration = 12, kind = 'stop', during = 'compute' }", "missing rank(s): 1"),
+            ("kill_buckets", "{ rank = 1, iteration = 12, kind = 'kill', during = 'compute' }", "rank 1")]:
+        d, out, elapsed = run(name, 2, fault, buckets, expect_ok=False, env={"TANDEM_SHM_ALLREDUCE": "0"})
+        expect(out, "fault injection", names, "ckpt-0000000010", "in 3 bucket(s) summed during the backward pass",
+               what=name)
+        if elapsed > NOTICE_WITHIN_S:
+            fail(f"{name}: the job took {elapsed:.1f} s to end (deadline {DEADLINE_S} s)")
         print(f"ok: {name} ended after {elapsed:.1f} s")
 
     # 3. Continue with the workers that are left: kill_allreduce lost rank 2 of 3.

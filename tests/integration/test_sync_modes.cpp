@@ -63,6 +63,25 @@ BOOST_AUTO_TEST_CASE(one_group_trains_what_bsp_trains) {
   BOOST_TEST(summary_of("one-group-mpi")["sync"]["updates"].get<int64_t>() == 40);
 }
 
+// Gradient buckets (comm.bucket_mb, engine/train/sync/gradient_buckets.hpp; 0.002 MB:
+// each of the 2 layers a bucket of its own) between
+// ranks that sum over MPI's messages, as ranks on several hosts do: each bucket starts
+// during the backward pass and the Control rides in the last, and the sums are the one
+// all-reduce's. Two ranks (a + b is exact in any order, whatever algorithm MPI picks
+// for a bucket's size) train bit for bit what they train without buckets.
+BOOST_AUTO_TEST_CASE(buckets_train_what_one_allreduce_trains) {
+  const std::string args = " --workers 2 global_batch=64 stop.max_iterations=30 eval_every=15 save_params=true "
+                           "log_level=info";
+  require_ok(run_tandem("one-allreduce", quickstart(), args + " comm.bucket_mb=0", "env TANDEM_SHM_ALLREDUCE=0 "));
+  const RunResult b = run_tandem("buckets", quickstart(), args + " comm.bucket_mb=0.002", "env TANDEM_SHM_ALLREDUCE=0 ");
+  require_ok(b);
+  BOOST_TEST(b.output.find("gradients are summed in host memory, in 2 bucket(s) summed during the backward pass") !=
+                 std::string::npos,
+             b.output);
+  BOOST_TEST(params_of("one-allreduce") == params_of("buckets"));
+  BOOST_TEST(summary_of("buckets")["iterations"].get<int64_t>() == 30);
+}
+
 BOOST_AUTO_TEST_CASE(every_push_is_applied_or_dropped_once) {
   const std::vector<std::pair<std::string, std::string>> modes = {
       {"grouped2", "sync.mode=grouped sync.groups=1,1,2,2 sync.staleness=1"},

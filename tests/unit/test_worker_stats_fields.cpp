@@ -80,7 +80,8 @@ BOOST_AUTO_TEST_CASE(the_table_declares_every_member_of_worker_stats) {
   for (const StatsField& f : kWorkerStatsFields) {
     BOOST_TEST(names.insert(f.name).second, "field " << f.name << " declared twice");
     by_offset.push_back(&f);
-    BOOST_TEST(((f.shown & (kShownInTrace | kShownInRelaxedTrace)) != 0) == (f.trace_format != nullptr),
+    BOOST_TEST(((f.shown & (kShownInTrace | kShownInRelaxedTrace | kShownInBucketTrace)) != 0) ==
+                   (f.trace_format != nullptr),
                f.name << ": a trace format exactly when the trace shows it");
     BOOST_TEST((f.console_column > 0) == (f.console_header != nullptr), f.name << ": a header for a printed column");
     if (f.console_column > 0) BOOST_TEST((f.shown & kShownInConsole) != 0u, f.name << " printed but not in the console");
@@ -207,10 +208,14 @@ BOOST_AUTO_TEST_CASE(each_trace_field_reaches_trace_jsonl_in_its_order_and_bytes
   relaxed.pushes = 3;
   relaxed.staleness = 1.25;
   relaxed.group = 1;
+  WorkerStats bucketed = bsp;  // its gradients summed in buckets (gradient_buckets.hpp)
+  bucketed.rank = 2;
+  bucketed.buckets = 5;
+  bucketed.allreduce_ms = 3.5;
   {
     TraceWriter trace(dir.file("trace.jsonl"));
     IterationRecord r;
-    trace.write(r, {bsp, relaxed});
+    trace.write(r, {bsp, relaxed, bucketed});
   }
   std::ifstream in(dir.file("trace.jsonl"));
   std::string line;
@@ -223,16 +228,21 @@ BOOST_AUTO_TEST_CASE(each_trace_field_reaches_trace_jsonl_in_its_order_and_bytes
       R"({"rank":1,"local_batch":32,"micro_batches":1,"data_ms":0.5000,"compute_ms":12.2500,"real_compute_ms":6.1250,)"
       R"("idle_ms":0.3333,"comm_ms":2.0000,"stats_ms":0.0100,"optimizer_ms":0.7500,"step_ms":16.0000,)"
       R"("samples_per_s":2612.2,"loss_sum":null,"correct":9,"memory_mb":12.30,"speed":0.5,)"
-      R"("steps":4,"pushes":3,"staleness":1.25,"group":1}])";
+      R"("steps":4,"pushes":3,"staleness":1.25,"group":1},)"
+      R"({"rank":2,"local_batch":32,"micro_batches":1,"data_ms":0.5000,"compute_ms":12.2500,"real_compute_ms":6.1250,)"
+      R"("idle_ms":0.3333,"comm_ms":2.0000,"allreduce_ms":3.5000,"buckets":5,"stats_ms":0.0100,"optimizer_ms":0.7500,)"
+      R"("step_ms":16.0000,"samples_per_s":2612.2,"loss_sum":73.6,"correct":9,"memory_mb":12.30,"speed":0.5}])";
   CHECK_CONTAINS(line, workers);
 
   // And every field the table gives the trace is there, in the table's order.
   const auto j = nlohmann::ordered_json::parse(line);  // keys in the order written
-  for (int k = 0; k < 2; ++k) {
-    const WorkerStats& w = k ? relaxed : bsp;
+  for (int k = 0; k < 3; ++k) {
+    const WorkerStats& w = k == 2 ? bucketed : k ? relaxed : bsp;
     std::vector<std::string> want, got;
     for (const StatsField& f : kWorkerStatsFields)
-      if ((f.shown & kShownInTrace) || (w.sync_mode != 0 && (f.shown & kShownInRelaxedTrace))) want.push_back(f.name);
+      if ((f.shown & kShownInTrace) || (w.sync_mode != 0 && (f.shown & kShownInRelaxedTrace)) ||
+          (w.buckets > 0 && (f.shown & kShownInBucketTrace)))
+        want.push_back(f.name);
     for (const auto& item : j["workers"][k].items()) got.push_back(item.key());
     BOOST_TEST(got == want, boost::test_tools::per_element());
   }

@@ -100,3 +100,28 @@ def torch_step_runner(step, optimizer, fill_inputs, graph):
     with torch.cuda.graph(cuda_graph):
         step()
     return cuda_graph.replay
+
+
+# Hosts as network namespaces on this machine (tools/multihost/netns-hosts.sh): the
+# benchmarks across hosts. They need root, iproute2 and mpirun.
+HOSTS = os.path.abspath("tools/multihost/netns-hosts.sh")
+
+
+def hosts(*args):
+    """netns-hosts.sh ARGS: True when done, False when this machine cannot (exit 77)."""
+    r = subprocess.run([HOSTS] + list(args), capture_output=True, text=True)
+    if r.returncode not in (0, 77):
+        sys.exit(f"netns-hosts.sh {' '.join(args)}: {r.stderr}")
+    return r.returncode == 0
+
+
+def hosts_up(count, scratch):
+    """Starts `count` hosts under scratch/hosts and returns that folder; exits with
+    netns-hosts.sh's status (77: cannot here) when they cannot start."""
+    host_dir = os.path.join(scratch, "hosts")
+    r = subprocess.run([HOSTS, "up", str(count), host_dir], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr.strip())
+        sys.exit(r.returncode)
+    return host_dir
+

@@ -21,16 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-HOSTS = os.path.abspath("tools/multihost/netns-hosts.sh")
-
-
-def hosts(*args):
-    r = subprocess.run([HOSTS] + list(args), capture_output=True, text=True)
-    if r.returncode == 77:
-        return False
-    if r.returncode != 0:
-        sys.exit(f"netns-hosts.sh {' '.join(args)}: {r.stderr}")
-    return True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import hosts, hosts_up  # noqa: E402
 
 
 def main():
@@ -44,11 +36,7 @@ def main():
     a = ap.parse_args()
     tandem = os.path.abspath(os.path.join(a.build, "tandem"))
     scratch = tempfile.mkdtemp(prefix="multihost-link-")
-    host_dir = os.path.join(scratch, "hosts")
-    r = subprocess.run([HOSTS, "up", str(a.hosts), host_dir], capture_output=True, text=True)
-    if r.returncode != 0:
-        print(r.stderr.strip())
-        sys.exit(r.returncode)
+    host_dir = hosts_up(a.hosts, scratch)
     results = []
     try:
         flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()

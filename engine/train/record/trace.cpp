@@ -146,7 +146,8 @@ void TraceWriter::write(const IterationRecord& r, const std::vector<WorkerStats>
 // relaxed-sync segment's add its steps, pushes, staleness and group.
 void TraceWriter::write_worker(const WorkerStats& w) {
   auto out = std::back_inserter(line_);
-  const unsigned shown = kShownInTrace | (w.sync_mode != 0 ? kShownInRelaxedTrace : 0u);
+  const unsigned shown = kShownInTrace | (w.sync_mode != 0 ? kShownInRelaxedTrace : 0u) |
+                         (w.buckets > 0 ? kShownInBucketTrace : 0u);
   bool first = true;
   for (const StatsField& f : kWorkerStatsFields) {
     if (!(f.shown & shown)) continue;
@@ -180,9 +181,10 @@ void TraceWriter::flush() {
 
 ChromeTrace::ChromeTrace(const std::string& path, int workers) : path_(path), file_(open_or_fail(path)) {
   text_ = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
-  const char* groups[] = {"compute", "gradient sync (idle, comm)", "host (data, optimizer)"};
+  const char* groups[] = {"compute", "gradient sync (idle, comm)", "host (data, optimizer)",
+                          "gradient buckets (all-reduce during the backward pass)"};
   auto out = std::back_inserter(text_);
-  for (int pid = 0; pid < 3; ++pid) {
+  for (int pid = 0; pid < 4; ++pid) {
     fmt::format_to(out,
                    "{}\n{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":\"{}\"}}}}"
                    ",\n{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"sort_index\":{}}}}}",
@@ -251,6 +253,7 @@ void ChromeTrace::add(const WorkerStats& s) {
   span("idle", kSync, s, sync_start, idle_end);
   span("comm", kSync, s, idle_end, comm_end);
   span("optimizer", kHost, s, comm_end, comm_end + s.optimizer_ms);
+  if (s.buckets > 0) span("allreduce", kBuckets, s, s.buckets_start_ms, s.buckets_start_ms + s.allreduce_ms);
 }
 
 }  // namespace tandem

@@ -79,7 +79,10 @@ private:
 // a GPU profile shows a compute stream, a communication stream and the host:
 //   compute (pid 0): the device's forward and backward;
 //   gradient sync (pid 1): idle (waiting for the slowest) and comm (the all-reduce);
-//   host (pid 2): data (sampling, gathering, uploading the batch) and the optimizer.
+//   host (pid 2): data (sampling, gathering, uploading the batch) and the optimizer;
+//   gradient buckets (pid 3): with comm.bucket_mb between hosts, the buckets' sums
+//     from the first one's start to the last one's end, over the compute they hide
+//     behind (the gradient sync track's comm is then the exposed rest).
 // Spans on one track never overlap: each is placed at measured times
 // (WorkerStats::compute_end_ms, sync_start_ms), not laid end to end. An emulated
 // compute_ms is the modelled device's time counted from the last sync, so it may
@@ -103,7 +106,7 @@ public:
   void flush();
 
 private:
-  enum Track { kCompute = 0, kSync = 1, kHost = 2 };  // the trace-event pid
+  enum Track { kCompute = 0, kSync = 1, kHost = 2, kBuckets = 3 };  // the trace-event pid
   void span(const char* name, Track track, const WorkerStats& s, double start_ms, double end_ms);
   std::string path_;  // named when a write fails
   std::FILE* file_;

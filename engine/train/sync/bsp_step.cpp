@@ -117,6 +117,9 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   ctx.seed = mix_seed(p_.cfg.seed, static_cast<uint64_t>(t));
   ctx.first_sample = offset;
   Device& dev = p_.model.device();
+  // With gradient buckets, each is summed from when the backward pass finishes it.
+  p_.gradients.begin_step();
+  ctx.grads_ready = p_.gradients.readiness();
   const double compute_start = now_ms();
   if (has_layer_state_) layer_state_before_ = p_.model.layer_state();
   const LossResult loss = p_.step.compute(x, p_.loader.labels(), ctx);
@@ -127,7 +130,7 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   now.correct = loss.correct;
   // Whether this rank's loss and gradient are finite (its squared norm: one pass,
   // which the policy's gradient-noise estimate wants anyway: the mean gradient's).
-  const double grad_sq = dev.sum_squares(p_.model.grads().data(), p_.model.param_count());
+  const double grad_sq = p_.gradients.local_grad_sq();
   const bool finite = std::isfinite(loss.loss_sum) && std::isfinite(grad_sq);
   if (measure_noise_ && now.local_batch > 0 && finite)
     now.grad_sq = grad_sq / static_cast<double>(now.local_batch * now.local_batch);
@@ -247,13 +250,24 @@ Control BspStep::synchronize(const Control& out, WorkerStats& now) {
   now.sync_start_ms = sync_start - p_.timeline.origin();
   p_.faults.at(now.iteration, "allreduce");
   Control in = p_.gradients.run(out, &now.idle_ms, "the gradient all-reduce");
+  const std::vector<std::pair<double, double>> spans = p_.gradients.bucket_spans();
+  if (!spans.empty()) {
+    double first = spans.front().first, last = spans.front().second;
+    for (const auto& [start, end] : spans) {
+      first = std::min(first, start);
+      last = std::max(last, end);
+    }
+    now.buckets_start_ms = first - p_.timeline.origin();
+    now.allreduce_ms = last - first;
+    now.buckets = static_cast<int64_t>(spans.size());
+  }
   if (world_ == 1) {
     p_.timeline.restart();
     return in;
   }
   if (link_delay_ms_ > 0) sleep_until_ms(now_ms() + link_delay_ms_);
   now.comm_ms = now_ms() - sync_start - now.idle_ms;
-  p_.timeline.synced(p_.comm.last_sync_end_ms() + link_delay_ms_);
+  p_.timeline.synced(p_.gradients.last_sync_end_ms() + link_delay_ms_);
   return in;
 }
 

@@ -1,10 +1,20 @@
 #include "engine/train/sync/gradient_sync.hpp"
 
+#include <fmt/format.h>
+
+#include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
+#include "engine/train/sync/gradient_buckets.hpp"
 
 namespace tandem {
 
-GradientSync::GradientSync(Model& model, Comm& comm)
+namespace {
+// The control floats ahead of the gradients, rounded up so the gradients keep a
+// 64-byte alignment (the GEMMs writing them like it).
+size_t padded_control(size_t floats) { return (floats + 15) / 16 * 16; }
+}  // namespace
+
+GradientSync::GradientSync(Model& model, Comm& comm, double bucket_mb, double timeout_s)
     : model_(model), comm_(comm), dev_(model.device()), wire_(comm.size()), params_(model.param_count()),
       count_(params_ + wire_.floats()) {
   if (dev_.kind() == DeviceKind::cpu) {
@@ -14,12 +24,30 @@ GradientSync::GradientSync(Model& model, Comm& comm)
   } else {
     path_ = comm.device_memory() ? Path::device : Path::staged;
   }
-  if (path_ == Path::staged) {
+  // Buckets where the transport gains by them (every rank asks: a collective), and
+  // where there is more than one: a model smaller than a bucket (DDP's 25 MB) has
+  // nothing to overlap, and keeps the one all-reduce.
+  const size_t control = padded_control(wire_.floats());
+  std::vector<Bucket> plan = plan_buckets(model_.gradient_ready_points(), control, params_,
+                                          bucket_mb * 1024.0 * 1024.0);
+  std::unique_ptr<AsyncAllreduce> sums;
+  if (path_ == Path::host && comm.size() > 1 && plan.size() > 1)
+    sums = comm.open_async_allreduce("setting up the gradient buckets");
+  if (sums) {
+    count_ = control + params_;
+    buffer_ = Tensor(dev_, {static_cast<int64_t>(count_)});
+    dev_.fill(buffer_.data(), control, 0.0f);  // the padding sums to 0
+    model_.place_grads(buffer_.data() + control);
+    control_at_ = 0;
+    buckets_ = std::make_unique<GradientBuckets>(std::move(sums), dev_, buffer_.data(), control, std::move(plan),
+                                                 timeout_s);
+  } else if (path_ == Path::staged) {
     staging_ = static_cast<float*>(dev_.allocate_host(count_ * sizeof(float)));
   } else {
     // The gradients move into this buffer, the control floats right behind them.
     buffer_ = Tensor(dev_, {static_cast<int64_t>(count_)});
     model_.place_grads(buffer_.data());
+    control_at_ = params_;
   }
   control_host_.assign(wire_.floats(), 0.0f);
 }
@@ -28,13 +56,35 @@ GradientSync::~GradientSync() {
   if (staging_) dev_.deallocate_host(staging_, count_ * sizeof(float));
 }
 
-const char* GradientSync::path() const {
+std::string GradientSync::path() const {
   switch (path_) {
-    case Path::host: return "host memory";
+    case Path::host:
+      return buckets_ ? fmt::format("host memory, in {} bucket(s) summed during the backward pass", buckets_->count())
+                      : "host memory";
     case Path::device: return "GPU memory";
     case Path::staged: return "GPU memory staged through pinned host memory";
   }
   return "?";
+}
+
+GradientsReady* GradientSync::readiness() { return buckets_.get(); }
+
+void GradientSync::begin_step() {
+  if (buckets_) buckets_->begin();
+}
+
+double GradientSync::local_grad_sq() {
+  if (!buckets_) return dev_.sum_squares(model_.grads().data(), params_);
+  return buckets_->handed_sq() + dev_.sum_squares(model_.grads().data(), buckets_->unhanded());
+}
+
+double GradientSync::last_sync_end_ms() const { return buckets_ ? sync_end_ms_ : comm_.last_sync_end_ms(); }
+
+std::vector<std::pair<double, double>> GradientSync::bucket_spans() const {
+  std::vector<std::pair<double, double>> out;
+  if (buckets_)
+    for (const GradientBuckets::Span& s : buckets_->spans()) out.emplace_back(s.start_ms, s.end_ms);
+  return out;
 }
 
 Control GradientSync::run(const Control& mine, double* idle_ms, const char* what) {
@@ -45,9 +95,20 @@ Control GradientSync::run(const Control& mine, double* idle_ms, const char* what
   }
   switch (path_) {
     case Path::host: {
-      float* control = buffer_.data() + params_;
+      float* control = buffer_.data() + control_at_;
       wire_.encode(mine, rank, control);
-      comm_.arrive_and_allreduce(buffer_.data(), count_, idle_ms, what);
+      if (!buckets_) {
+        comm_.arrive_and_allreduce(buffer_.data(), count_, idle_ms, what);
+        return wire_.decode(control);
+      }
+      // The last bucket (with the control) starts now; the arrival (the wait for the
+      // slowest rank) is timed apart from what is left of the sums, as without buckets.
+      buckets_->hand_rest();
+      const double start = now_ms();
+      comm_.barrier(what);
+      *idle_ms = now_ms() - start;
+      buckets_->finish(what);
+      sync_end_ms_ = now_ms();
       return wire_.decode(control);
     }
     case Path::device: {

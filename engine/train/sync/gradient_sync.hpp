@@ -9,7 +9,11 @@
 //     floats cross to the host and back;
 //   - a GPU worker on a host transport (MPI: ranks sharing one GPU, clusters that
 //     mix GPU and CPU workers) stages the whole buffer through pinned host memory.
+// A CPU worker whose transport gains by overlap (MPI between hosts) sums the buffer
+// in buckets started during the backward pass (gradient_buckets.hpp; comm.bucket_mb):
+// the control floats then come first, so the last bucket carries them.
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "engine/core/tensor.hpp"
@@ -19,9 +23,13 @@
 
 namespace tandem {
 
+class GradientBuckets;
+
 class GradientSync {
 public:
-  GradientSync(Model& model, Comm& comm);
+  // bucket_mb: comm.bucket_mb (0: one all-reduce after the backward pass); timeout_s:
+  // how long the buckets' sums may take once every rank arrived.
+  GradientSync(Model& model, Comm& comm, double bucket_mb = 0.0, double timeout_s = 300.0);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -32,8 +40,20 @@ public:
   Control run(const Control& mine, double* idle_ms, const char* what);
   // The floats one all-reduce carries (for Comm::prepare_allreduce).
   size_t floats() const { return count_; }
-  // Which of the three cases above, for the log.
-  const char* path() const;
+  // Which of the cases above, for the log.
+  std::string path() const;
+  // With buckets: what a training pass tells as the gradients become final
+  // (StepContext::grads_ready), after begin_step(); null without.
+  GradientsReady* readiness();
+  void begin_step();
+  // This rank's gradient's squared norm after its compute (before run()): with
+  // buckets, the buckets handed over were measured as they left.
+  double local_grad_sq();
+  // When the last run() ended for all ranks alike (Comm::last_sync_end_ms).
+  double last_sync_end_ms() const;
+  // With buckets, each one's sum at the last run(): when it started and was seen
+  // done (now_ms() clock), for the trace; empty without.
+  std::vector<std::pair<double, double>> bucket_spans() const;
 
 private:
   enum class Path { host, device, staged };
@@ -46,6 +66,9 @@ private:
   Tensor buffer_;                    // host, device: the gradients, then the control floats
   float* staging_ = nullptr;         // staged: the whole buffer on the host
   std::vector<float> control_host_;  // device, one rank: the control floats on the host
+  size_t control_at_ = 0;            // host: where the control floats start in buffer_
+  std::unique_ptr<GradientBuckets> buckets_;
+  double sync_end_ms_ = 0.0;         // with buckets: when the last run() ended
 };
 
 }  // namespace tandem

@@ -1,0 +1,143 @@
+// Gradient buckets (engine/train/sync/gradient_buckets.hpp): how the buffer is cut,
+// that buckets leave for their sums in the order the backward pass finishes them and
+// the last one (with the control) only when told, that the squared norms are taken
+// before a bucket leaves, and that a sum that never completes ends in an error at the
+// deadline instead of a hang. The sums here are a stand-in transport in this process
+// (two ranks holding the same gradients: every sum doubles its floats); the sums over
+// MPI between ranks are tests/integration/test_sync_modes.cpp's.
+#define BOOST_TEST_MODULE gradient_buckets
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include "engine/core/error.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/train/sync/gradient_buckets.hpp"
+#include "tests/unit/test_support.hpp"
+#include "tests/unit/tiny_mlp.hpp"
+
+using namespace tandem;
+using tandem::testing::tiny_mlp;
+
+namespace {
+
+// Two identical ranks' sum: doubles the floats, after `polls` calls of pending();
+// never, with polls < 0. Records the order the sums started in.
+class DoublingSums final : public AsyncAllreduce {
+public:
+  explicit DoublingSums(int polls) : polls_(polls) {}
+  void start(float* data, size_t count, const char*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    started.push_back(data);
+    open_.push_back({data, count, polls_});
+  }
+  size_t pending(const char*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!open_.empty() && open_.front().polls == 0) {
+      for (size_t i = 0; i < open_.front().count; ++i) open_.front().data[i] *= 2.0f;
+      open_.erase(open_.begin());
+    }
+    if (!open_.empty() && open_.front().polls > 0) --open_.front().polls;
+    return open_.size();
+  }
+  std::vector<float*> started;
+
+private:
+  struct Sum {
+    float* data;
+    size_t count;
+    int polls;
+  };
+  std::mutex mu_;
+  std::vector<Sum> open_;
+  int polls_;
+};
+
+}  // namespace
+
+// Cut at layer boundaries once a bucket holds the bytes, from the end; the rest, with
+// the control, is the last bucket; no size: one bucket.
+BOOST_AUTO_TEST_CASE(buckets_are_cut_from_the_end_at_layer_boundaries) {
+  // Layers of 100, 50, 300 and 40 gradients (offsets 0, 100, 150, 450; 490 in all),
+  // the control 16 floats ahead.
+  const std::vector<size_t> points{450, 150, 100, 0};
+  const auto b = plan_buckets(points, 16, 490, 200 * sizeof(float));
+  BOOST_REQUIRE(b.size() == 2);
+  BOOST_TEST(b[0].begin == 16 + 150);  // the last two layers: 340 floats
+  BOOST_TEST(b[0].end == 16 + 490);
+  BOOST_TEST(b[1].begin == 0);  // the first two layers and the control
+  BOOST_TEST(b[1].end == 16 + 150);
+  const auto each = plan_buckets(points, 16, 490, 1.0);  // every layer its own
+  BOOST_REQUIRE(each.size() == 4);
+  BOOST_TEST(each[0].begin == 16 + 450);
+  BOOST_TEST(each[3].end == 16 + 100);
+  const auto one = plan_buckets(points, 16, 490, 0.0);
+  BOOST_REQUIRE(one.size() == 1);
+  BOOST_TEST(one[0].begin == 0);
+  BOOST_TEST(one[0].end == 16 + 490);
+}
+
+// A real model's backward pass tells the buckets, which leave in order as their
+// layers finish; the last waits for hand_rest(); every float is summed once, and
+// the norm of the buckets handed over plus the rest's is the whole gradient's.
+BOOST_AUTO_TEST_CASE(backward_hands_buckets_over_in_order) {
+  Model model(cpu_device(), tiny_mlp(), 3);
+  const size_t params = model.param_count(), control = 16;
+  Tensor buffer(cpu_device(), {static_cast<int64_t>(control + params)});
+  cpu_device().fill(buffer.data(), control, 1.0f);
+  model.place_grads(buffer.data() + control);
+  auto sums = std::make_unique<DoublingSums>(3);
+  DoublingSums* seen = sums.get();
+  const auto plan = plan_buckets(model.gradient_ready_points(), control, params, 1.0);
+  BOOST_REQUIRE(plan.size() >= 2);
+  GradientBuckets buckets(std::move(sums), cpu_device(), buffer.data(), control, plan, 10.0);
+
+  for (int step = 0; step < 2; ++step) {
+    Tensor x(cpu_device(), {5, model.input_shape()[0]});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(std::sin(0.3 * i + step));
+    buckets.begin();
+    StepContext ctx;
+    ctx.grads_ready = &buckets;
+    const Tensor& y = model.forward(x, ctx);
+    Tensor dy(cpu_device(), y.shape());
+    for (int64_t i = 0; i < dy.numel(); ++i) dy.data()[i] = static_cast<float>(std::cos(0.7 * i));
+    model.backward(dy, ctx);
+    const std::vector<float> mine = model.grads().to_host();
+    const double whole = std::inner_product(mine.begin(), mine.end(), mine.begin(), 0.0);
+    const size_t rest = buckets.unhanded();
+    BOOST_TEST(rest == plan.back().end - control);  // all but the last left during backward
+    double rest_sq = 0.0;
+    for (size_t i = 0; i < rest; ++i) rest_sq += double(mine[i]) * mine[i];
+    BOOST_TEST(buckets.handed_sq() + rest_sq == whole, boost::test_tools::tolerance(1e-6));
+    buckets.hand_rest();
+    buckets.finish("the test's sums");
+    const std::vector<float> summed = model.grads().to_host();
+    for (size_t i = 0; i < params; ++i) BOOST_TEST_REQUIRE(summed[i] == 2.0f * mine[i]);
+    BOOST_TEST(buffer.data()[0] == 2.0f);  // the control rode in the last bucket
+    cpu_device().fill(buffer.data(), control, 1.0f);
+    // The sums started in the order the backward pass finished the buckets.
+    BOOST_REQUIRE(seen->started.size() == plan.size() * static_cast<size_t>(step + 1));
+    for (size_t i = 0; i < plan.size(); ++i)
+      BOOST_TEST(seen->started[plan.size() * static_cast<size_t>(step) + i] == buffer.data() + plan[i].begin);
+    for (const auto& s : buckets.spans()) BOOST_TEST(s.end_ms >= s.start_ms);
+  }
+}
+
+// A sum that never completes (a rank died mid-bucket) is an error at the deadline,
+// naming the bucket, not a hang; the buckets shut down cleanly after it.
+BOOST_AUTO_TEST_CASE(a_sum_that_never_ends_fails_at_the_deadline) {
+  std::vector<float> buffer(64, 1.0f);
+  GradientBuckets buckets(std::make_unique<DoublingSums>(-1), cpu_device(), buffer.data(), 16,
+                          plan_buckets({32, 0}, 16, 48, 1.0), 0.2);
+  buckets.begin();
+  buckets.ready_from(32);
+  buckets.hand_rest();
+  BOOST_CHECK_EXCEPTION(buckets.finish("the gradient all-reduce"), Error, [](const Error& e) {
+    const std::string m = e.what();
+    return m.find("gradient bucket 1 of 2 was not summed within 0.2 s") != std::string::npos &&
+           m.find("collective_timeout_s") != std::string::npos;
+  });
+}

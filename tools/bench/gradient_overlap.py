@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Gradient buckets against one all-reduce after the backward pass (issue 36): two hosts
+(network namespaces on this machine, tools/multihost/netns-hosts.sh; OpenMPI over TCP),
+one rank each, host 1's link limited by tc (tbf) to --rate so that the one all-reduce
+takes at least half of the step. For each model, comm.bucket_mb = 0 (one all-reduce)
+then --bucket-mb, side by side in one script, --iterations steps each (the first
+--skip left out: start-up, the first buckets' connections):
+
+  - step_ms: the median step;
+  - exposed_ms: the median of the workers' comm_ms, the part of the sum that the
+    backward pass did not hide (after every rank arrived; idle, the wait for the
+    slowest, apart);
+  - allreduce_ms (buckets): the median span from the first bucket's start to the last
+    one's end, as the trace records them, the whole sum's time;
+  - fraction: samples/s achieved over the sum of the workers' own throughputs (each
+    worker's local batch over its compute_ms in the run without buckets, where
+    nothing competes with it), the cluster's physical limit.
+
+On this machine both "hosts" share its two cores with the two ranks' compute: the
+kernel's TCP work for the buckets (about 80 ms of CPU for a 13 MB gradient each way)
+then runs beside the compute and lengthens it (compute_ms rises with buckets), where
+hosts of their own would do it on a core BLAS does not use. Each rate is a setting of
+its own: one where the all-reduce takes at least half of the step, one where it takes
+no longer than the backward pass (the exposed-share target holds there).
+
+Models: the MLP with wide layers (784-1024x4-10, 3.9 M parameters, a 15.7 MB
+gradient) and a GPT (4 layers, 256 wide, 128-byte windows of fortunes, 3.3 M
+parameters). No emulated heterogeneity: both ranks compute at this machine's speed,
+one core each.
+
+Needs root, iproute2 and mpirun (exits 77 otherwise, as the tests do).
+
+usage: tools/bench/gradient_overlap.py BUILD_DIR [--rates 500mbit,10gbit] [--bucket-mb 1] [--iterations 30]
+                                      [--models mlp,gpt] [--out FILE]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import hosts, hosts_up  # noqa: E402
+
+MODELS = {
+    "mlp": ["scripts/experiments/quickstart.lua", "model_args.hidden={1024,1024,1024,1024}", "global_batch=1024",
+            "stop.target_accuracy=1"],
+    "gpt": ["scripts/experiments/gpt.lua", "model_args.n_layer=4", "model_args.n_embd=256", "model_args.n_head=4",
+            "data.seq_len=128", "global_batch=16", "data.validation=0.002"],
+}
+
+
+def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None):
+    flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()
+    cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
+            "--hostfile", os.path.join(host_dir, "hostfile"), "--map-by", "node", "-x", "OPENBLAS_NUM_THREADS=1"] +
+           flags + [tandem, "run"] + MODELS[model] +
+           [f"stop.max_iterations={iterations}", "eval_every=100000",
+            "log_level=warn", "console=false", f"comm.bucket_mb={bucket_mb}", "--workers", "2", "--out", out])
+    subprocess.run(cmd, check=True, capture_output=True)
+    with open(os.path.join(out, "trace.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    rows = [r for r in rows if r.get("event") == "iteration"][skip:]
+    step = statistics.median(r["step_ms"] for r in rows)
+    exposed = statistics.median(statistics.mean(w["comm_ms"] for w in r["workers"]) for r in rows)
+    idle = statistics.median(statistics.mean(w["idle_ms"] for w in r["workers"]) for r in rows)
+    compute = statistics.median(statistics.mean(w["compute_ms"] for w in r["workers"]) for r in rows)
+    if own is None:
+        own = statistics.median(sum(w["local_batch"] / (w["compute_ms"] / 1000.0) for w in r["workers"])
+                                for r in rows)
+    achieved = statistics.median(sum(w["local_batch"] for w in r["workers"]) / (r["step_ms"] / 1000.0) for r in rows)
+    res = {"bucket_mb": bucket_mb, "step_ms": round(step, 2), "compute_ms": round(compute, 2),
+           "exposed_ms": round(exposed, 2), "idle_ms": round(idle, 2),
+           "exposed_share": round(exposed / step, 3), "fraction_of_own_throughputs": round(achieved / own, 3),
+           "own_throughputs": round(own, 1)}
+    if rows[0]["workers"][0].get("buckets"):
+        res["allreduce_ms"] = round(statistics.median(statistics.mean(w["allreduce_ms"] for w in r["workers"])
+                                                      for r in rows), 2)
+        res["buckets"] = rows[0]["workers"][0]["buckets"]
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--rates", default="500mbit,10gbit")
+    ap.add_argument("--bucket-mb", type=float, default=1.0)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--skip", type=int, default=5)
+    ap.add_argument("--models", default="mlp,gpt")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    tandem = os.path.abspath(os.path.join(a.build, "tandem"))
+    scratch = tempfile.mkdtemp(prefix="gradient-overlap-")
+    host_dir = hosts_up(2, scratch)
+    result = {"link": "host 1's link limited by tc (tbf) to each rate", "emulation": "none: 2 ranks, one a host, "
+              "this machine's speed", "bucket_mb": a.bucket_mb, "rates": {}}
+    try:
+        for rate in a.rates.split(","):
+            if not hosts("rate", "1", rate):
+                sys.exit(f"tc cannot limit the link to {rate} here")
+            for model in a.models.split(","):
+                at = os.path.join(scratch, f"{rate}-{model}")
+                one = measure(tandem, host_dir, at + "-0", model, 0, a.iterations, a.skip)
+                buckets = measure(tandem, host_dir, at + "-b", model, a.bucket_mb, a.iterations, a.skip,
+                                  one["own_throughputs"])
+                row = {"one all-reduce": one, "buckets": buckets,
+                       "step speed-up": round(one["step_ms"] / buckets["step_ms"], 3)}
+                result["rates"].setdefault(rate, {})[model] = row
+                print(json.dumps({rate: {model: row}}), flush=True)
+            hosts("clear-netem", "1")
+    finally:
+        hosts("clear-netem", "1")
+        hosts("down")
+        shutil.rmtree(scratch, ignore_errors=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -52,6 +52,11 @@ public:
   virtual int receive(int from, int tag, void* data, size_t bytes, const char* what) = 0;
 };
 
+// What gradients cross the network as (comm.dtype): float32, or bfloat16 (half the
+// bytes: each rank's part rounded once, the sum accumulated in float32 and rounded
+// once for the way back).
+enum class Wire { fp32, bf16 };
+
 // Sums started now and completed later, by one thread of the caller's (the gradient
 // buckets' communication thread, engine/train/sync/gradient_buckets.hpp) while the
 // rank's own thread goes on with its collectives: a communicator of their own. Every
@@ -59,8 +64,9 @@ public:
 class AsyncAllreduce {
 public:
   virtual ~AsyncAllreduce() = default;
-  // Starts summing data[0, count) over all ranks; returns at once.
-  virtual void start(float* data, size_t count, const char* what) = 0;
+  // Starts summing data[0, count) over all ranks; returns at once. The first `exact`
+  // floats (the Control's) are summed in float32 whatever the wire.
+  virtual void start(float* data, size_t count, size_t exact, const char* what) = 0;
   // Moves the started sums on; how many are not complete yet, counting a sum complete
   // once it and every one started before it are (never waits).
   virtual size_t pending(const char* what) = 0;
@@ -99,7 +105,7 @@ public:
   // Null where it does not (one rank; ranks on one host sum through shared memory,
   // which is the CPU's own work) or cannot (MPI without MPI_THREAD_MULTIPLE). A
   // collective over all ranks: every rank asks, and all get one or none.
-  virtual std::unique_ptr<AsyncAllreduce> open_async_allreduce(const char* what) { return nullptr; }
+  virtual std::unique_ptr<AsyncAllreduce> open_async_allreduce(const char* what, Wire wire) { return nullptr; }
 
   // Sets up what all-reducing `count` floats needs (shared memory on one host) at
   // start-up: the set-up is itself a collective, and one without a deadline, so it

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <deque>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -17,20 +16,13 @@
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/dist/abort_note.hpp"
+#include "engine/dist/mpi_check.hpp"
+#include "engine/dist/mpi_async_allreduce.hpp"
 #include "engine/dist/shm_channel.hpp"
 
 namespace tandem {
 
 namespace {
-
-void check_mpi(int rc, const char* call, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  TANDEM_FAIL_HINT("check that every rank runs the same tandem and experiment", call, " failed during ", what, ": ",
-                   std::string(text, static_cast<size_t>(len)));
-}
 
 // Polling. For the first kYieldMs a waiting rank polls and yields the core between
 // polls (sched_yield): a collective among ranks that are all present finishes in
@@ -114,54 +106,13 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
 // culprit answer it. The ranks' deadlines differ by how far apart they reached their
 // waits, which the moment allows for; a rank later still is "far slower", as the
 // message says.
-namespace {
-
-// The gradient buckets' sums: non-blocking all-reduces on a communicator of their own
-// (a duplicate of the world), so they never interleave with the rank's own
-// collectives, which its main thread runs meanwhile (MPI_THREAD_MULTIPLE).
-class MpiAsyncAllreduce final : public AsyncAllreduce {
-public:
-  explicit MpiAsyncAllreduce(MPI_Comm comm) : comm_(comm) {}
-  // Sums still in flight (a step that failed) complete or die with the job: freeing
-  // a communicator leaves its pending operations to finish normally.
-  ~MpiAsyncAllreduce() override { MPI_Comm_free(&comm_); }
-  void start(float* data, size_t count, const char* what) override {
-    std::vector<MPI_Request>& sum = pending_.emplace_back();
-    for (size_t done = 0; done < count;) {  // MPI counts are ints: large buckets go in chunks
-      const size_t n = std::min<size_t>(count - done, INT_MAX);
-      sum.push_back(MPI_REQUEST_NULL);
-      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_,
-                               &sum.back()),
-                "MPI_Iallreduce", what);
-      done += n;
-    }
-  }
-  size_t pending(const char* what) override {
-    while (!pending_.empty()) {
-      std::vector<MPI_Request>& sum = pending_.front();
-      int done = 0;
-      check_mpi(MPI_Testall(static_cast<int>(sum.size()), sum.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall",
-                what);
-      if (!done) break;
-      pending_.pop_front();
-    }
-    return pending_.size();
-  }
-
-private:
-  MPI_Comm comm_;
-  std::deque<std::vector<MPI_Request>> pending_;  // each started sum's requests, oldest first
-};
-
-}  // namespace
-
-std::unique_ptr<AsyncAllreduce> MpiComm::open_async_allreduce(const char* what) {
+std::unique_ptr<AsyncAllreduce> MpiComm::open_async_allreduce(const char* what, Wire wire) {
   // One host sums through shared memory (the CPU's own work, nothing to hide behind).
   if (size_ == 1 || shm_ || !thread_multiple_) return nullptr;
   MPI_Comm dup = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup", what);
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  return std::make_unique<MpiAsyncAllreduce>(dup);
+  return make_mpi_async_allreduce(dup, wire);
 }
 
 std::vector<int> MpiComm::silent_ranks() {

@@ -35,7 +35,7 @@ public:
   std::unique_ptr<Channel> open_channel(const char* what, const std::vector<int>& tags, size_t max_bytes) override;
   [[noreturn]] void abort(const std::string& why) override;
   std::vector<int> silent_ranks() override;
-  std::unique_ptr<AsyncAllreduce> open_async_allreduce(const char* what) override;
+  std::unique_ptr<AsyncAllreduce> open_async_allreduce(const char* what, Wire wire) override;
 
 private:
   // Waits for all requests; on the deadline aborts, naming the missing ranks: those

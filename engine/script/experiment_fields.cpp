@@ -451,7 +451,7 @@ Fields<ElasticConfig> elastic_fields() {
 
 Fields<CommConfig> comm_fields() {
   using C = CommConfig;
-  return {at<C>("bucket_mb", &C::bucket_mb)};
+  return {at<C>("bucket_mb", &C::bucket_mb), at<C>("dtype", &C::dtype)};
 }
 
 Fields<FaultConfig> fault_fields() {

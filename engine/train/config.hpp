@@ -170,6 +170,10 @@ struct CommConfig {
   // transport gains by it (MPI between hosts; gradient_buckets.hpp); 0: one all-reduce
   // after the backward pass. 25 as PyTorch DDP's bucket_cap_mb.
   double bucket_mb = 25.0;
+  // What gradients cross between hosts as: fp32, or bf16 (half the bytes; the sum
+  // accumulated in fp32: engine/dist/mpi_async_allreduce.hpp). On one host (shared
+  // memory) and over NCCL they stay fp32.
+  std::string dtype = "fp32";
 };
 
 // An injected failure (engine/train/emulation/faults.hpp).

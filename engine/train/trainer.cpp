@@ -237,7 +237,9 @@ void Trainer::build_model() {
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, per_epoch_, length_.schedule_iterations);
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, cfg_.accumulate);
   reducer_ = std::make_unique<CommReducer>(comm_);
-  gradients_ = std::make_unique<GradientSync>(*model_, comm_, cfg_.comm.bucket_mb, cfg_.collective_timeout_s);
+  gradients_ = std::make_unique<GradientSync>(*model_, comm_, cfg_.comm.bucket_mb,
+                                              cfg_.comm.dtype == "bf16" ? Wire::bf16 : Wire::fp32,
+                                              cfg_.collective_timeout_s);
   loader_ = std::make_unique<BatchLoader>(*train_set_, *sampler_, dev_, cfg_.data.on_device);
   emulator_ = std::make_unique<Emulator>(cfg_.emulation, world_);
   // Emulated compute times stretch this machine's calibrated compute time (see
@@ -336,6 +338,9 @@ void Trainer::start_recording() {
   // On the CPU the data set is always in the device's memory: only a GPU's way is news.
   log::at(dev_.kind() == DeviceKind::cpu ? log::Level::debug : log::Level::info,
               "training batches: {} (data.on_device = '{}')", loader_->input().describe(), cfg_.data.on_device);
+  if (world_ > 1 && cfg_.comm.dtype == "bf16" && !gradients_->bf16_wire())
+    log::warn("comm.dtype = 'bf16' applies to gradients crossing between hosts over MPI; these ranks sum them in "
+              "{}, in fp32", gradients_->path());
   log::debug("the gradient all-reduce: {} floats ({:.2f} MB) a step over {} in {}", gradients_->floats(),
                 static_cast<double>(gradients_->floats()) * sizeof(float) / (1 << 20), comm_.name(),
                 gradients_->path());

@@ -208,6 +208,10 @@ M.schema = record {
     bucket_mb = number(25, { min = 0, max = 1e6, doc = 'between hosts, gradients are all-reduced in buckets of about '
                                                 .. 'this many MB, each started as the backward pass finishes it (as '
                                                 .. 'DDP\'s bucket_cap_mb); 0: one all-reduce after the backward pass' }),
+    dtype = string_('fp32', { one_of = { 'fp32', 'bf16' },
+                              doc = 'what gradients cross between hosts as: bf16 halves the bytes (each rank\'s part '
+                                 .. 'rounded once, the sum accumulated in fp32 and rounded once); on one host they '
+                                 .. 'stay fp32' }),
   },
   -- Checkpoints (engine/train/checkpoint/file.hpp): tandem run --resume RUN_DIR continues.
   checkpoint = record {

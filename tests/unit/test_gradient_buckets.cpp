@@ -29,7 +29,7 @@ namespace {
 class DoublingSums final : public AsyncAllreduce {
 public:
   explicit DoublingSums(int polls) : polls_(polls) {}
-  void start(float* data, size_t count, const char*) override {
+  void start(float* data, size_t count, size_t, const char*) override {
     std::lock_guard<std::mutex> lock(mu_);
     started.push_back(data);
     open_.push_back({data, count, polls_});

@@ -16,6 +16,7 @@
 #include "engine/core/device.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/precision.hpp"
+#include "kernels/cpu/bf16_wire.hpp"
 #include "kernels/cpu/round_mantissa.hpp"
 #include "tests/unit/grad_check.hpp"
 
@@ -96,6 +97,37 @@ BOOST_AUTO_TEST_CASE(special_values_pass_and_overflow_goes_to_infinity) {
   BOOST_TEST(std::signbit(cpu::round_mantissa(-0.0f, kBf16)));
   // The smallest float32 subnormal is below half of bfloat16's smallest: it goes to 0.
   BOOST_TEST(cpu::round_mantissa(std::ldexp(1.0f, -149), kBf16) == 0.0f);
+}
+
+// Gradients on the wire in bfloat16 (comm.dtype = 'bf16'): 16 bits that read back as
+// the float32 rounded to 7 mantissa bits, NaN still NaN (whatever its payload), the
+// infinities and overflow as a conversion gives them; the sum of parts in float32.
+BOOST_AUTO_TEST_CASE(bf16_wire_keeps_the_rounded_value_in_16_bits) {
+  const float nan_low_payload = [] {
+    const uint32_t u = 0x7F800001u;  // a NaN whose payload lies in the low 16 bits alone
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }();
+  const std::vector<float> x{1.0f, -3.14159f, 1e-30f, 65504.7f, std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(), FLT_MAX, nan_low_payload, 0.0f, -0.0f};
+  std::vector<uint16_t> wire(x.size());
+  std::vector<float> back(x.size());
+  cpu::to_bf16(x.data(), x.size(), wire.data());
+  cpu::from_bf16(wire.data(), wire.size(), back.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = cpu::round_mantissa(x[i], 7);
+    if (std::isnan(want))
+      BOOST_TEST(std::isnan(back[i]), "element " << i);
+    else
+      BOOST_TEST(std::memcmp(&back[i], &want, sizeof want) == 0, "element " << i << ": " << back[i] << " vs " << want);
+  }
+  BOOST_TEST(std::isinf(back[6]));  // FLT_MAX rounds past bfloat16's largest finite
+  std::vector<float> acc{0.5f, 1.0f};
+  const std::vector<uint16_t> part{wire[0], wire[1]};
+  cpu::add_bf16(part.data(), part.size(), acc.data());
+  BOOST_TEST(acc[0] == 1.5f);
+  BOOST_TEST(acc[1] == 1.0f + cpu::round_mantissa(-3.14159f, 7));
 }
 
 BOOST_AUTO_TEST_CASE(round_matrix_reads_only_the_matrix_within_its_leading_dimension) {

@@ -3,7 +3,7 @@
 (network namespaces on this machine, tools/multihost/netns-hosts.sh; OpenMPI over TCP),
 one rank each, host 1's link limited by tc (tbf) to --rate so that the one all-reduce
 takes at least half of the step. For each model, comm.bucket_mb = 0 (one all-reduce)
-then --bucket-mb, side by side in one script, --iterations steps each (the first
+then --bucket-mb, then --bucket-mb with comm.dtype = 'bf16', side by side in one script, --iterations steps each (the first
 --skip left out: start-up, the first buckets' connections):
 
   - step_ms: the median step;
@@ -53,13 +53,13 @@ MODELS = {
 }
 
 
-def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None):
+def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None, dtype="fp32"):
     flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()
     cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
             "--hostfile", os.path.join(host_dir, "hostfile"), "--map-by", "node", "-x", "OPENBLAS_NUM_THREADS=1"] +
            flags + [tandem, "run"] + MODELS[model] +
            [f"stop.max_iterations={iterations}", "eval_every=100000",
-            "log_level=warn", "console=false", f"comm.bucket_mb={bucket_mb}", "--workers", "2", "--out", out])
+            "log_level=warn", "console=false", f"comm.bucket_mb={bucket_mb}", f"comm.dtype={dtype}", "--workers", "2", "--out", out])
     subprocess.run(cmd, check=True, capture_output=True)
     with open(os.path.join(out, "trace.jsonl")) as f:
         rows = [json.loads(line) for line in f if line.strip()]
@@ -72,7 +72,7 @@ def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None)
         own = statistics.median(sum(w["local_batch"] / (w["compute_ms"] / 1000.0) for w in r["workers"])
                                 for r in rows)
     achieved = statistics.median(sum(w["local_batch"] for w in r["workers"]) / (r["step_ms"] / 1000.0) for r in rows)
-    res = {"bucket_mb": bucket_mb, "step_ms": round(step, 2), "compute_ms": round(compute, 2),
+    res = {"bucket_mb": bucket_mb, "dtype": dtype, "step_ms": round(step, 2), "compute_ms": round(compute, 2),
            "exposed_ms": round(exposed, 2), "idle_ms": round(idle, 2),
            "exposed_share": round(exposed / step, 3), "fraction_of_own_throughputs": round(achieved / own, 3),
            "own_throughputs": round(own, 1)}
@@ -107,8 +107,11 @@ def main():
                 one = measure(tandem, host_dir, at + "-0", model, 0, a.iterations, a.skip)
                 buckets = measure(tandem, host_dir, at + "-b", model, a.bucket_mb, a.iterations, a.skip,
                                   one["own_throughputs"])
-                row = {"one all-reduce": one, "buckets": buckets,
-                       "step speed-up": round(one["step_ms"] / buckets["step_ms"], 3)}
+                bf16 = measure(tandem, host_dir, at + "-h", model, a.bucket_mb, a.iterations, a.skip,
+                               one["own_throughputs"], "bf16")
+                row = {"one all-reduce": one, "buckets": buckets, "buckets, bf16 wire": bf16,
+                       "step speed-up": round(one["step_ms"] / buckets["step_ms"], 3),
+                       "step speed-up, bf16 wire": round(one["step_ms"] / bf16["step_ms"], 3)}
                 result["rates"].setdefault(rate, {})[model] = row
                 print(json.dumps({rate: {model: row}}), flush=True)
             hosts("clear-netem", "1")

@@ -123,7 +123,9 @@ void GradientBuckets::run() {
         lock.unlock();
         for (size_t i = first; i < last; ++i) {
           const double t = now_ms();
-          sums_->start(buffer_ + buckets_[i].begin, buckets_[i].end - buckets_[i].begin, kWhat);
+          // The control (the last bucket's first floats) goes exact whatever the wire.
+          const size_t exact = buckets_[i].begin == 0 ? control_ : 0;
+          sums_->start(buffer_ + buckets_[i].begin, buckets_[i].end - buckets_[i].begin, exact, kWhat);
           spans_[i].start_ms = t;  // only this thread writes spans_ while the step runs
         }
         const size_t pending = sums_->pending(kWhat);

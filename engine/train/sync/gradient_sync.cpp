@@ -14,7 +14,7 @@ namespace {
 size_t padded_control(size_t floats) { return (floats + 15) / 16 * 16; }
 }  // namespace
 
-GradientSync::GradientSync(Model& model, Comm& comm, double bucket_mb, double timeout_s)
+GradientSync::GradientSync(Model& model, Comm& comm, double bucket_mb, Wire wire, double timeout_s)
     : model_(model), comm_(comm), dev_(model.device()), wire_(comm.size()), params_(model.param_count()),
       count_(params_ + wire_.floats()) {
   if (dev_.kind() == DeviceKind::cpu) {
@@ -26,13 +26,14 @@ GradientSync::GradientSync(Model& model, Comm& comm, double bucket_mb, double ti
   }
   // Buckets where the transport gains by them (every rank asks: a collective), and
   // where there is more than one: a model smaller than a bucket (DDP's 25 MB) has
-  // nothing to overlap, and keeps the one all-reduce.
+  // nothing to overlap, and keeps the one all-reduce unless its wire is bf16 (which
+  // the buckets' sums carry).
   const size_t control = padded_control(wire_.floats());
   std::vector<Bucket> plan = plan_buckets(model_.gradient_ready_points(), control, params_,
                                           bucket_mb * 1024.0 * 1024.0);
   std::unique_ptr<AsyncAllreduce> sums;
-  if (path_ == Path::host && comm.size() > 1 && plan.size() > 1)
-    sums = comm.open_async_allreduce("setting up the gradient buckets");
+  if (path_ == Path::host && comm.size() > 1 && (plan.size() > 1 || wire == Wire::bf16))
+    sums = comm.open_async_allreduce("setting up the gradient buckets", wire);
   if (sums) {
     count_ = control + params_;
     buffer_ = Tensor(dev_, {static_cast<int64_t>(count_)});
@@ -41,6 +42,7 @@ GradientSync::GradientSync(Model& model, Comm& comm, double bucket_mb, double ti
     control_at_ = 0;
     buckets_ = std::make_unique<GradientBuckets>(std::move(sums), dev_, buffer_.data(), control, std::move(plan),
                                                  timeout_s);
+    wire_used_ = wire;
   } else if (path_ == Path::staged) {
     staging_ = static_cast<float*>(dev_.allocate_host(count_ * sizeof(float)));
   } else {
@@ -59,7 +61,8 @@ GradientSync::~GradientSync() {
 std::string GradientSync::path() const {
   switch (path_) {
     case Path::host:
-      return buckets_ ? fmt::format("host memory, in {} bucket(s) summed during the backward pass", buckets_->count())
+      return buckets_ ? fmt::format("host memory, in {} bucket(s) summed during the backward pass{}", buckets_->count(),
+                                    wire_used_ == Wire::bf16 ? ", in bfloat16 on the wire" : "")
                       : "host memory";
     case Path::device: return "GPU memory";
     case Path::staged: return "GPU memory staged through pinned host memory";

@@ -27,9 +27,10 @@ class GradientBuckets;
 
 class GradientSync {
 public:
-  // bucket_mb: comm.bucket_mb (0: one all-reduce after the backward pass); timeout_s:
-  // how long the buckets' sums may take once every rank arrived.
-  GradientSync(Model& model, Comm& comm, double bucket_mb = 0.0, double timeout_s = 300.0);
+  // bucket_mb: comm.bucket_mb (0: one all-reduce after the backward pass); wire:
+  // comm.dtype (bf16 sums in buckets, one bucket if need be); timeout_s: how long the
+  // buckets' sums may take once every rank arrived.
+  GradientSync(Model& model, Comm& comm, double bucket_mb = 0.0, Wire wire = Wire::fp32, double timeout_s = 300.0);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -42,6 +43,8 @@ public:
   size_t floats() const { return count_; }
   // Which of the cases above, for the log.
   std::string path() const;
+  // Whether gradients cross the wire in bfloat16 (comm.dtype = 'bf16' where it applies).
+  bool bf16_wire() const { return wire_used_ == Wire::bf16; }
   // With buckets: what a training pass tells as the gradients become final
   // (StepContext::grads_ready), after begin_step(); null without.
   GradientsReady* readiness();
@@ -68,6 +71,7 @@ private:
   std::vector<float> control_host_;  // device, one rank: the control floats on the host
   size_t control_at_ = 0;            // host: where the control floats start in buffer_
   std::unique_ptr<GradientBuckets> buckets_;
+  Wire wire_used_ = Wire::fp32;
   double sync_end_ms_ = 0.0;         // with buckets: when the last run() ended
 };
 

@@ -126,10 +126,14 @@ int cmd_sim(const std::vector<std::string>& args) {
     policy = std::make_unique<tandem::PolicyHost>(cfg.policy, tandem::policy_cluster(cfg, cfg.workers));
     policy->wait_for_answers();  // simulated time: every decision on time, however loaded this machine
   }
-  // The all-reduce carries the gradients and the control message beside them.
-  const size_t allreduce_floats = model.param_count() + tandem::ControlWire(cfg.workers).floats();
-  const tandem::SimSummary s =
-      tandem::simulate(cfg, machine, allreduce_floats, sampler.iterations_per_epoch(), policy.get());
+  // The all-reduce carries the gradients and the control message beside them; the
+  // backward pass finishes the gradients layer by layer (gradient buckets).
+  tandem::GradientLayout layout;
+  layout.params = model.param_count();
+  layout.floats = layout.params + tandem::ControlWire(cfg.workers).floats();
+  layout.ready_points = model.gradient_ready_points();
+  layout.backward_share = 1.0 - 2.0 * model.forward_macs_per_sample() / model.train_flops_per_sample();
+  const tandem::SimSummary s = tandem::simulate(cfg, machine, layout, sampler.iterations_per_epoch(), policy.get());
   std::printf("%s\n", s.run.run_dir.c_str());
   return 0;
 }

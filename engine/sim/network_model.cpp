@@ -4,9 +4,13 @@
 
 namespace tandem {
 
-NetworkModel::NetworkModel(const SimConfig& sim, const Emulator& emulator, int workers, size_t param_count)
-    : sim_(sim), workers_(workers), gradient_bytes_(static_cast<double>(param_count) * sizeof(float)) {
+NetworkModel::NetworkModel(const SimConfig& sim, const CommConfig& comm, const Emulator& emulator, int workers,
+                           const GradientLayout& layout)
+    : sim_(sim), workers_(workers), gradient_bytes_(static_cast<double>(layout.floats) * sizeof(float)),
+      bf16_(comm.dtype == "bf16"), params_(layout.params), control_(layout.floats - layout.params),
+      backward_share_(layout.backward_share) {
   for (int r = 0; r < workers; ++r) link_delay_ms_ = std::max(link_delay_ms_, emulator.comm_delay_ms(r));
+  buckets_ = plan_buckets(layout.ready_points, control_, layout.params, comm.bucket_mb * 1024.0 * 1024.0);
 }
 
 double NetworkModel::ring_ms(int members, double bytes) const {
@@ -14,6 +18,26 @@ double NetworkModel::ring_ms(int members, double bytes) const {
                       : 2.0 * (members - 1) * sim_.latency_us / 1000.0 +
                             2.0 * (members - 1) / members * bytes / (sim_.bandwidth_gb_s * 1e9) * 1000.0 +
                             link_delay_ms_;
+}
+
+NetworkModel::Sums NetworkModel::bucket_sums(const std::vector<double>& compute_ms) const {
+  Sums out;
+  double done = 0.0;  // when the rings before this bucket's are done
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const Bucket& b = buckets_[k];
+    // The share of the backward pass that finished this bucket: the gradients from
+    // its first one to the end (the last bucket: all of them).
+    const bool last = k + 1 == buckets_.size();
+    const double share =
+        last ? 1.0 : static_cast<double>(params_ - (b.begin - control_)) / static_cast<double>(params_);
+    double ready = 0.0;
+    for (double c : compute_ms) ready = std::max(ready, c * (1.0 - backward_share_ * (1.0 - share)));
+    const double start = std::max(ready, done);
+    if (k == 0) out.first_start_ms = start;
+    done = start + ring_ms(workers_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float)));
+  }
+  out.end_ms = done;
+  return out;
 }
 
 double NetworkModel::server_ms() const {

@@ -44,8 +44,8 @@ SimSummary start_summary(const ExperimentConfig& cfg, size_t param_count) {
 // for later, the simulated clock and the record.
 class Simulator {
 public:
-  Simulator(const ExperimentConfig& cfg, const DeviceProfile& machine, size_t param_count, int64_t per_epoch,
-            PlanPolicy* policy);
+  Simulator(const ExperimentConfig& cfg, const DeviceProfile& machine, const GradientLayout& layout,
+            int64_t per_epoch, PlanPolicy* policy);
   SimSummary run();
 
 private:
@@ -84,14 +84,14 @@ private:
   double ideal_ = 0.0;
 };
 
-Simulator::Simulator(const ExperimentConfig& cfg, const DeviceProfile& machine, size_t param_count,
+Simulator::Simulator(const ExperimentConfig& cfg, const DeviceProfile& machine, const GradientLayout& layout,
                      int64_t per_epoch, PlanPolicy* policy)
     : cfg_(cfg), n_(checked_workers(cfg)), per_epoch_(per_epoch), total_(run_length(cfg, per_epoch).max_iterations),
       epoch_samples_(run_length(cfg, per_epoch).epoch_samples), policy_(policy), emulator_(cfg.emulation, n_),
-      compute_(cfg.sim, emulator_, machine), network_(cfg.sim, emulator_, n_, param_count),
+      compute_(cfg.sim, emulator_, machine), network_(cfg.sim, cfg.comm, emulator_, n_, layout),
       segments_(compute_, network_), gradients_(cfg.sim, per_epoch, cfg.global_batch),
       plan_(Plan::initial(cfg, n_, [&](const std::vector<int64_t>& b) { return emulator_.throughput(b, machine); })),
-      out_(start_summary(cfg, param_count)), recorder_(cfg, out_.run.run_dir, n_, per_epoch, total_),
+      out_(start_summary(cfg, layout.params)), recorder_(cfg, out_.run.run_dir, n_, per_epoch, total_),
       now_(static_cast<size_t>(n_)) {
   recorder_.set_simulated();
   out_.ideal_samples_per_s = compute_.ideal_samples_per_s(n_, cfg.global_batch);
@@ -160,12 +160,26 @@ void Simulator::step(int64_t t) {
     slowest = std::max(slowest, w.compute_ms);
     host = std::max(host, w.data_ms);
   }
-  const double comm_ms = network_.allreduce_ms();
+  // The all-reduce after the slowest compute, or its buckets from the backward pass
+  // on, of which the part past the slowest compute is exposed (comm_ms).
+  double comm_ms = network_.allreduce_ms();
+  NetworkModel::Sums sums;
+  if (network_.bucketed()) {
+    std::vector<double> compute(now_.size());
+    for (size_t r = 0; r < now_.size(); ++r) compute[r] = now_[r].compute_ms;
+    sums = network_.bucket_sums(compute);
+    comm_ms = std::max(sums.end_ms - slowest, 0.0);
+  }
   const double step_ms = host + slowest + comm_ms;
   for (WorkerStats& w : now_) {
     w.idle_ms = slowest - w.compute_ms;
     w.comm_ms = comm_ms;
     w.step_ms = step_ms;
+    if (network_.bucketed()) {
+      w.buckets = static_cast<int64_t>(network_.buckets());
+      w.allreduce_ms = sums.end_ms - sums.first_start_ms;
+      w.buckets_start_ms = clock_ms_ + host + sums.first_start_ms;
+    }
   }
   now_cluster_ = ClusterStats{};
   now_cluster_.global_grad_sq = gradients_.fill(t, tally_.samples, now_);
@@ -299,9 +313,9 @@ void Simulator::write_sim_summary() const {
 
 }  // namespace
 
-SimSummary simulate(const ExperimentConfig& cfg, const DeviceProfile& machine, size_t param_count,
+SimSummary simulate(const ExperimentConfig& cfg, const DeviceProfile& machine, const GradientLayout& layout,
                     int64_t per_epoch, PlanPolicy* policy) {
-  return Simulator(cfg, machine, param_count, per_epoch, policy).run();
+  return Simulator(cfg, machine, layout, per_epoch, policy).run();
 }
 
 }  // namespace tandem

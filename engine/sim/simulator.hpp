@@ -21,6 +21,7 @@
 // compares fixed and adaptive batches (batch_tally.hpp).
 #include <optional>
 
+#include "engine/sim/network_model.hpp"
 #include "engine/train/config.hpp"
 #include "engine/train/plan_policy.hpp"
 #include "engine/train/record/run_recorder.hpp"
@@ -43,9 +44,10 @@ struct SimSummary {
 };
 
 // Simulates cfg.workers workers for the experiment's iterations. machine: this
-// machine's compute calibration (the emulation's reference); param_count: the
-// model's parameters (the all-reduce's size). policy may be null (the plan stays).
-SimSummary simulate(const ExperimentConfig& cfg, const DeviceProfile& machine, size_t param_count,
+// machine's compute calibration (the emulation's reference); layout: what the
+// all-reduce carries and when the backward pass finishes it (network_model.hpp).
+// policy may be null (the plan stays).
+SimSummary simulate(const ExperimentConfig& cfg, const DeviceProfile& machine, const GradientLayout& layout,
                     int64_t iterations_per_epoch, PlanPolicy* policy);
 
 }  // namespace tandem

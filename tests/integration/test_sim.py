@@ -299,6 +299,25 @@ f_, _ = sim("fixed_noise", adaptive[:3] + ["sim.noise_scale=1000", "stop.max_ite
 if abs(f_["goodput"] - f_["samples_per_s"]) > 1e-9 * f_["samples_per_s"] or f_["mean_global_batch"] != B0:
     fail(f"at B0 throughout goodput {f_['goodput']} should be samples/s {f_['samples_per_s']}")
 
+# Gradient buckets (comm.bucket_mb; engine/sim/network_model.hpp): on a link slow
+# enough that the one all-reduce (1.08 MB at 0.1 GB/s: some 16 ms among 4) is a large
+# part of the step, buckets of 0.1 MB (the last two layers, then the first) start during the
+# backward pass: the exposed comm_ms and the step shrink. comm.dtype = 'bf16' halves
+# the one all-reduce's bytes (and its time, but for the rings' latency).
+link = speeds + ["stop.max_iterations=20", "sim.bandwidth_gb_s=0.1"]
+one, one_rows = sim("one_allreduce", link + ["comm.bucket_mb=0"])
+half, half_rows = sim("one_allreduce_bf16", link + ["comm.bucket_mb=0", "comm.dtype=bf16"])
+bk, bk_rows = sim("buckets", link + ["comm.bucket_mb=0.1"])
+w1, wh, wb = one_rows[-1]["workers"][0], half_rows[-1]["workers"][0], bk_rows[-1]["workers"][0]
+if "buckets" in w1 or wb.get("buckets") != 2:
+    fail(f"buckets in the trace: none for one all-reduce, 2 with buckets: {w1}, {wb}")
+if not (wb["comm_ms"] < w1["comm_ms"] and bk_rows[-1]["step_ms"] < one_rows[-1]["step_ms"]):
+    fail(f"buckets should hide comm: exposed {wb['comm_ms']} vs {w1['comm_ms']} ms, step {bk_rows[-1]['step_ms']} vs "
+         f"{one_rows[-1]['step_ms']} ms")
+latency_ms = 2 * 3 * 5 / 1000  # the ring's 6 messages of sim.latency_us
+if abs((wh["comm_ms"] - latency_ms) - (w1["comm_ms"] - latency_ms) / 2) > 1e-3:
+    fail(f"bf16 should halve the all-reduce's bytes: {wh['comm_ms']} vs {w1['comm_ms']} ms")
+
 # The example (scripts/experiments/sim_goodput.lua) simulates as written but for its
 # policy (goodput is tested with its own file): the noise model is on, at 64 workers
 # and, with sweep.py's speeds, at 256.

@@ -15,6 +15,7 @@
 
 #include "engine/core/error.hpp"
 #include "engine/nn/model.hpp"
+#include "engine/sim/network_model.hpp"
 #include "engine/train/sync/gradient_buckets.hpp"
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/tiny_mlp.hpp"
@@ -140,4 +141,41 @@ BOOST_AUTO_TEST_CASE(a_sum_that_never_ends_fails_at_the_deadline) {
     return m.find("gradient bucket 1 of 2 was not summed within 0.2 s") != std::string::npos &&
            m.find("collective_timeout_s") != std::string::npos;
   });
+}
+
+// The simulator's buckets (engine/sim/network_model.hpp): a bucket's ring starts once
+// the slowest worker's backward pass (its compute's last two thirds here) has
+// finished it and the rings before it are done; bf16 halves the bytes.
+BOOST_AUTO_TEST_CASE(the_simulator_overlaps_buckets_with_the_backward_pass) {
+  SimConfig sim;
+  sim.latency_us = 0.0;
+  sim.bandwidth_gb_s = 1e-3;  // 1,000 bytes a millisecond: a ring of 2 moves `bytes` in bytes / 1000 ms
+  CommConfig comm;
+  comm.bucket_mb = 1e-6;  // every layer a bucket
+  EmulationConfig emulation;
+  const Emulator emulator(emulation, 2);
+  GradientLayout layout;
+  layout.params = 1000;
+  layout.floats = 1016;
+  layout.ready_points = {900, 500, 0};
+  const NetworkModel net(sim, comm, emulator, 2, layout);
+  BOOST_REQUIRE(net.bucketed());
+  BOOST_TEST(net.buckets() == 3u);
+  // Bucket 1 (100 floats) is ready at 0.4 of the compute, bucket 2 (400) at 2/3, the
+  // last (500 and the control's 16) at the end; the slower worker computes 60 ms.
+  const NetworkModel::Sums s = net.bucket_sums({30.0, 60.0});
+  const auto close = boost::test_tools::tolerance(1e-9);
+  BOOST_TEST(s.first_start_ms == 24.0, close);
+  BOOST_TEST(s.end_ms == 60.0 + 516 * 4 / 1000.0, close);
+  // The network slower than the backward pass: the rings queue behind each other.
+  SimConfig slow_sim = sim;
+  slow_sim.bandwidth_gb_s = 1e-4;  // 100 bytes a millisecond
+  const NetworkModel::Sums slow = NetworkModel(slow_sim, comm, emulator, 2, layout).bucket_sums({3.0, 6.0});
+  BOOST_TEST(slow.end_ms == 2.4 + 4.0 + 16.0 + 20.64, close);
+  comm.dtype = "bf16";
+  const NetworkModel half(sim, comm, emulator, 2, layout);
+  BOOST_TEST(half.bucket_sums({30.0, 60.0}).end_ms == 60.0 + 516 * 2 / 1000.0, close);
+  BOOST_TEST(half.allreduce_ms() == net.allreduce_ms() / 2, close);
+  comm.bucket_mb = 0.0;  // one all-reduce after the backward pass
+  BOOST_TEST(!NetworkModel(sim, comm, emulator, 2, layout).bucketed());
 }

@@ -74,10 +74,38 @@ MpiComm::MpiComm(int* argc, char*** argv) {
   if (node_size != size_ && rank_ == 0)
     log::info("ranks on several hosts ({} of {} on rank 0's): gradients go over MPI, not shared memory",
                  node_size, size_);
+  if (node_size != size_) set_up_two_levels(node_size);
+}
+
+void MpiComm::set_up_two_levels(int node_size) {
+  // Two levels where some host runs several ranks: they sum on the host through
+  // shared memory, one rank per host (its node rank 0) sums across hosts, and hands
+  // the result back through the host's window. Every rank takes part in the setup
+  // (collectives over the world), so every rank agrees on the way.
+  int node_rank = 0;
+  MPI_Comm_rank(node_, &node_rank);
+  int leader = node_rank == 0 ? 1 : 0, hosts = 0;
+  check_mpi(MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce", "start-up");
+  const char* off = std::getenv("TANDEM_TWO_LEVEL_ALLREDUCE");
+  two_level_ = hosts < size_ && !(off && std::string(off) == "0");
+  if (!two_level_) return;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, leader ? 0 : MPI_UNDEFINED, rank_, &leaders_), "MPI_Comm_split",
+            "start-up");
+  if (leaders_ != MPI_COMM_NULL) MPI_Comm_set_errhandler(leaders_, MPI_ERRORS_RETURN);
+  if (node_size > 1) {
+    node_shm_ = std::make_unique<ShmAllreduce>(node_);
+    node_world_ranks_.resize(static_cast<size_t>(node_size));
+    MPI_Allgather(&rank_, 1, MPI_INT, node_world_ranks_.data(), 1, MPI_INT, node_);
+  }
+  if (rank_ == 0)
+    log::info("gradients are summed in two levels: the ranks of a host through its shared memory, then one rank "
+              "per host across the {} hosts", hosts);
 }
 
 MpiComm::~MpiComm() {
   shm_.reset();
+  node_shm_.reset();
+  if (leaders_ != MPI_COMM_NULL) MPI_Comm_free(&leaders_);
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -184,7 +212,7 @@ void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int
       requests, peers, what);
 }
 
-void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char* what) {
+void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char* what, MPI_Comm comm) {
   int type_size = 0;
   MPI_Type_size(type, &type_size);
   auto* bytes = static_cast<char*>(data);
@@ -194,7 +222,7 @@ void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char*
     requests_.assign(1, MPI_REQUEST_NULL);
     peers_.assign(1, -1);
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * static_cast<size_t>(type_size), static_cast<int>(n), type,
-                             MPI_SUM, MPI_COMM_WORLD, &requests_[0]),
+                             MPI_SUM, comm, &requests_[0]),
               "MPI_Iallreduce", what);
     wait_all(requests_, peers_, what);
     done += n;
@@ -208,11 +236,44 @@ void MpiComm::allreduce_sum(float* data, size_t count, const char* what) {
     shm_->sum(data, count, shm_wait(what));
     return;
   }
+  if (two_level_ && count >= kShmMinFloats) {
+    // The host's sum on every rank of it, the hosts' sum on their first ranks, and
+    // that back to the host's others: the bytes across hosts are one rank's.
+    if (node_shm_) node_shm_->sum(data, count, node_wait(what));
+    if (leaders_ != MPI_COMM_NULL) allreduce(data, count, MPI_FLOAT, what, leaders_);
+    if (node_shm_) {
+      const size_t bytes = count * sizeof(float);
+      if (bytes <= node_shm_->capacity_bytes()) {
+        node_shm_->broadcast(data, bytes, node_wait(what));
+      } else {  // larger than prepare_allreduce made room for
+        requests_.assign(1, MPI_REQUEST_NULL);
+        peers_.assign(1, -1);
+        check_mpi(MPI_Ibcast(data, static_cast<int>(std::min<size_t>(bytes, INT_MAX)), MPI_BYTE, 0, node_,
+                             &requests_[0]),
+                  "MPI_Ibcast", what);
+        wait_all(requests_, peers_, what);
+      }
+    }
+    return;
+  }
   allreduce(data, count, MPI_FLOAT, what);
 }
 
 void MpiComm::prepare_allreduce(size_t count) {
   if (shm_) shm_->reserve(count);
+  if (node_shm_) node_shm_->reserve(count);
+}
+
+ShmAllreduce::Wait MpiComm::node_wait(const char* what) {
+  return [this, what](const std::function<bool()>& open) {
+    const double deadline = now_ms() + timeout_s_ * 1000.0;
+    while (!open()) {
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      if (now_ms() > deadline)
+        fail_deadline(node_shm_->missing_ranks(node_world_ranks_), "missing rank(s): none found", what);
+    }
+  };
 }
 
 ShmAllreduce::Wait MpiComm::shm_wait(const char* what) {

@@ -51,7 +51,9 @@ private:
   // with the missing ranks at the deadline.
   void poll_until(const std::function<bool()>& done, std::vector<MPI_Request>& requests,
                   const std::vector<int>& peers, const char* what);
-  void allreduce(void* data, size_t count, MPI_Datatype type, const char* what);
+  void allreduce(void* data, size_t count, MPI_Datatype type, const char* what, MPI_Comm comm = MPI_COMM_WORLD);
+  void set_up_two_levels(int node_size);
+  ShmAllreduce::Wait node_wait(const char* what);  // the host's window, in two levels
   void hold_roll_call();
   ShmAllreduce::Wait shm_wait(const char* what);
 
@@ -61,6 +63,13 @@ private:
   bool thread_multiple_ = false;
   MPI_Comm node_ = MPI_COMM_NULL;       // the ranks on this host
   std::unique_ptr<ShmAllreduce> shm_;  // when every rank is on this host
+  // Several hosts, some with several ranks: the float all-reduce in two levels (the
+  // host's window, then its first rank across hosts). TANDEM_TWO_LEVEL_ALLREDUCE=0:
+  // every rank across the network, for comparison.
+  bool two_level_ = false;
+  std::unique_ptr<ShmAllreduce> node_shm_;  // this host's ranks, when it runs several
+  std::vector<int> node_world_ranks_;       // their world ranks, to name them
+  MPI_Comm leaders_ = MPI_COMM_NULL;        // the first rank of every host
   std::vector<MPI_Request> requests_;
   std::vector<int> peers_;
   std::vector<MPI_Request> report_requests_;  // posted reports, completed by finish_reports()

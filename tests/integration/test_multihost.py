@@ -6,7 +6,9 @@ user's own `mpirun --hostfile`, as a real cluster is run:
 
   - ranks on several hosts turn the shared-memory all-reduce off (rank 0 says so)
     and train to the parameters of one worker: a skewed fixed plan and a changing
-    one over 4 ranks on 3 hosts, against 1 rank (scaled difference < 1e-5);
+    one over 4 ranks on 3 hosts, against 1 rank (scaled difference < 1e-5), their
+    gradients summed in two levels (the 2 ranks of host 0 through its shared
+    memory, then one rank per host across the network);
   - grouped sync across hosts (the group all-reduce and the parameter server's
     channel over MPI messages): one group trains what bsp trains;
   - a slow link is real: with host 1's link limited by tc (tbf, 40 Mbit/s each way)
@@ -152,7 +154,8 @@ one = params(one_dir)
 skewed_dir, out, _ = run("skewed", [MLP] + COMMON + ["stop.max_iterations=10", "--workers", "4", "plan.kind=fixed",
                                                       "plan.batches=1,3,40,84"], ranks=4)
 expect(out, "ranks on several hosts (2 of 4 on rank 0's): gradients go over MPI, not shared memory",
-       what="4 ranks on 3 hosts")
+       "gradients are summed in two levels: the ranks of a host through its shared memory, then one rank per host "
+       "across the 3 hosts", what="4 ranks on 3 hosts")
 changing_dir, _, _ = run("changing", [MLP] + COMMON + ["stop.max_iterations=10", "--workers", "4",
                                                         "plan.kind=random"], ranks=4)
 d_skewed, d_changing = scaled_difference(one, params(skewed_dir)), scaled_difference(one, params(changing_dir))

@@ -26,7 +26,10 @@ no longer than the backward pass (the exposed-share target holds there).
 Models: the MLP with wide layers (784-1024x4-10, 3.9 M parameters, a 15.7 MB
 gradient) and a GPT (4 layers, 256 wide, 128-byte windows of fortunes, 3.3 M
 parameters). No emulated heterogeneity: both ranks compute at this machine's speed,
-one core each.
+one core each. Then two levels: 4 ranks on the 2 hosts (2 a host), the quickstart
+MLP's one all-reduce over a --two-level-rate link, every rank across the network
+against a host's ranks summing through its shared memory first (the bytes across
+hosts those of one rank a host).
 
 Needs root, iproute2 and mpirun (exits 77 otherwise, as the tests do).
 
@@ -53,13 +56,13 @@ MODELS = {
 }
 
 
-def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None, dtype="fp32"):
+def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None, dtype="fp32", ranks=2, env=()):
     flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()
-    cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
+    cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
             "--hostfile", os.path.join(host_dir, "hostfile"), "--map-by", "node", "-x", "OPENBLAS_NUM_THREADS=1"] +
-           flags + [tandem, "run"] + MODELS[model] +
+           [x for e in env for x in ("-x", e)] + flags + [tandem, "run"] + MODELS[model] +
            [f"stop.max_iterations={iterations}", "eval_every=100000",
-            "log_level=warn", "console=false", f"comm.bucket_mb={bucket_mb}", f"comm.dtype={dtype}", "--workers", "2", "--out", out])
+            "log_level=warn", "console=false", f"comm.bucket_mb={bucket_mb}", f"comm.dtype={dtype}", "--workers", str(ranks), "--out", out])
     subprocess.run(cmd, check=True, capture_output=True)
     with open(os.path.join(out, "trace.jsonl")) as f:
         rows = [json.loads(line) for line in f if line.strip()]
@@ -91,6 +94,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--skip", type=int, default=5)
     ap.add_argument("--models", default="mlp,gpt")
+    ap.add_argument("--two-level-rate", default="200mbit", help="the link for the two-level comparison ('' skips it)")
     ap.add_argument("--out")
     a = ap.parse_args()
     tandem = os.path.abspath(os.path.join(a.build, "tandem"))
@@ -99,10 +103,10 @@ def main():
     result = {"link": "host 1's link limited by tc (tbf) to each rate", "emulation": "none: 2 ranks, one a host, "
               "this machine's speed", "bucket_mb": a.bucket_mb, "rates": {}}
     try:
-        for rate in a.rates.split(","):
+        for rate in [r for r in a.rates.split(",") if r]:
             if not hosts("rate", "1", rate):
                 sys.exit(f"tc cannot limit the link to {rate} here")
-            for model in a.models.split(","):
+            for model in [m for m in a.models.split(",") if m]:
                 at = os.path.join(scratch, f"{rate}-{model}")
                 one = measure(tandem, host_dir, at + "-0", model, 0, a.iterations, a.skip)
                 buckets = measure(tandem, host_dir, at + "-b", model, a.bucket_mb, a.iterations, a.skip,
@@ -114,6 +118,22 @@ def main():
                        "step speed-up, bf16 wire": round(one["step_ms"] / bf16["step_ms"], 3)}
                 result["rates"].setdefault(rate, {})[model] = row
                 print(json.dumps({rate: {model: row}}), flush=True)
+            hosts("clear-netem", "1")
+        if a.two_level_rate:
+            # Two levels (engine/dist/mpi_comm.cpp): 4 ranks on the 2 hosts, the one
+            # all-reduce of the quickstart MLP (1.08 MB, under two buckets), every rank
+            # across the network (TANDEM_TWO_LEVEL_ALLREDUCE=0) against a host's ranks
+            # summing through its shared memory first.
+            hosts("rate", "1", a.two_level_rate)
+            at = os.path.join(scratch, "two-level")
+            MODELS["quickstart"] = ["scripts/experiments/quickstart.lua", "global_batch=256", "stop.target_accuracy=1"]
+            flat = measure(tandem, host_dir, at + "-flat", "quickstart", 0, a.iterations, a.skip, ranks=4,
+                           env=["TANDEM_TWO_LEVEL_ALLREDUCE=0"])
+            two = measure(tandem, host_dir, at + "-two", "quickstart", 0, a.iterations, a.skip, flat["own_throughputs"],
+                          ranks=4)
+            result["two levels"] = {"link": a.two_level_rate, "ranks": "4 on 2 hosts", "flat": flat, "two levels": two,
+                                    "exposed comm ratio": round(flat["exposed_ms"] / two["exposed_ms"], 3)}
+            print(json.dumps({"two levels": result["two levels"]}), flush=True)
             hosts("clear-netem", "1")
     finally:
         hosts("clear-netem", "1")

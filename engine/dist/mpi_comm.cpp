@@ -264,27 +264,19 @@ void MpiComm::prepare_allreduce(size_t count) {
   if (node_shm_) node_shm_->reserve(count);
 }
 
-ShmAllreduce::Wait MpiComm::node_wait(const char* what) {
-  return [this, what](const std::function<bool()>& open) {
-    const double deadline = now_ms() + timeout_s_ * 1000.0;
-    while (!open()) {
-      int flag = 0;
-      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-      if (now_ms() > deadline)
-        fail_deadline(node_shm_->missing_ranks(node_world_ranks_), "missing rank(s): none found", what);
-    }
-  };
-}
+ShmAllreduce::Wait MpiComm::node_wait(const char* what) { return window_wait(*node_shm_, node_world_ranks_, what); }
 
-ShmAllreduce::Wait MpiComm::shm_wait(const char* what) {
-  return [this, what](const std::function<bool()>& open) {
+ShmAllreduce::Wait MpiComm::shm_wait(const char* what) { return window_wait(*shm_, {}, what); }
+
+ShmAllreduce::Wait MpiComm::window_wait(ShmAllreduce& shm, std::vector<int> names, const char* what) {
+  return [this, &shm, names = std::move(names), what](const std::function<bool()>& open) {
     const double deadline = now_ms() + timeout_s_ * 1000.0;
     // open() sleeps until the barrier opens or for a millisecond: no yielding or
     // sleeping here. MPI_Iprobe keeps the posted reports moving meanwhile.
     while (!open()) {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-      if (now_ms() > deadline) fail_deadline(shm_->missing_ranks(), "missing rank(s): none found", what);
+      if (now_ms() > deadline) fail_deadline(shm.missing_ranks(names), "missing rank(s): none found", what);
     }
   };
 }

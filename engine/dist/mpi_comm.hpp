@@ -54,6 +54,9 @@ private:
   void allreduce(void* data, size_t count, MPI_Datatype type, const char* what, MPI_Comm comm = MPI_COMM_WORLD);
   void set_up_two_levels(int node_size);
   ShmAllreduce::Wait node_wait(const char* what);  // the host's window, in two levels
+  // Waits in a window's barrier until the deadline, then names who is missing (as
+  // names[rank] of the window's ranks where given).
+  ShmAllreduce::Wait window_wait(ShmAllreduce& shm, std::vector<int> names, const char* what);
   void hold_roll_call();
   ShmAllreduce::Wait shm_wait(const char* what);
 

@@ -473,7 +473,13 @@ int cmd_run(const std::vector<std::string>& args, int* argc, char*** argv) {
 int print_version() {
   std::printf("tandem 0.1.0 (built %s CUDA)\n", TANDEM_HAVE_CUDA ? "with" : "without");
   const tandem::GpuProbe gpus = tandem::probe_gpus();
-  for (const std::string& d : gpus.devices) std::printf("gpu: %s\n", d.c_str());
+  // The free memory as NVML reads it (the measured memory caps count it): "not read"
+  // where NVML cannot be opened.
+  for (size_t g = 0; g < gpus.devices.size(); ++g) {
+    const double free = g < gpus.free_bytes.size() ? gpus.free_bytes[g] : 0.0;
+    std::printf("gpu: %s, %s\n", gpus.devices[g].c_str(),
+                free > 0 ? tandem::bytes_text(free).append(" free").c_str() : "free memory not read (no NVML)");
+  }
   if (gpus.devices.empty()) std::printf("gpu: none (%s); training runs on the CPU\n", gpus.reason.c_str());
   return 0;
 }

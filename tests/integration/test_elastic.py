@@ -10,6 +10,8 @@ process restarts a failed job from its newest good checkpoint by itself.
     an uninterrupted run (resume is exact);
   - a rank stopped (SIGSTOP, a hang): the others name it after collective_timeout_s,
     the job ends, and it restarts the same way;
+  - the same kill with gradient buckets (comm.bucket_mb, ranks over MPI's messages as
+    between hosts): restarted, bitwise the uninterrupted run with buckets;
   - elastic.max_restarts = 0: the failure ends the run, saying why;
   - --elastic without checkpoints: refused before anything starts.
 
@@ -32,11 +34,12 @@ def fail(msg):
     sys.exit(1)
 
 
-def run(name, extra, elastic=True):
+def run(name, extra, elastic=True, env=None):
     out = os.path.join(SCRATCH, name)
     shutil.rmtree(out, ignore_errors=True)
     cmd = [TANDEM, "run"] + BASE + (["--elastic"] if elastic else []) + extra + ["--out", out]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S,
+                       env=dict(os.environ, **env) if env else None)
     return p.returncode, p.stdout + p.stderr, out
 
 
@@ -57,8 +60,9 @@ def trace(out):
     return rows, restarts
 
 
-def check_restarted(name, fault, lost):
-    status, text, out = run(name, [f"faults={{{{rank = 1, iteration = 25, kind = '{fault}'}}}}"])
+def check_restarted(name, fault, lost, extra=(), env=None, reference=None):
+    status, text, out = run(name, [f"faults={{{{rank = 1, iteration = 25, kind = '{fault}'}}}}"] + list(extra),
+                            env=env)
     if status != 0:
         fail(f"{name}: status {status}; output ends:\n{text[-2000:]}")
     if "elastic: the job failed" not in text or "resuming from" not in text:
@@ -73,7 +77,7 @@ def check_restarted(name, fault, lost):
     r = s.get("elastic", {}).get("restarts", [])
     if len(r) != 1 or not r[0].get("restart_s", 0) > 0 or s["iterations"] != 60:
         fail(f"{name}: summary.json elastic {s.get('elastic')}, iterations {s['iterations']}")
-    if params(out) != params(whole):
+    if params(out) != params(reference or whole):
         fail(f"{name}: the final parameters differ from the uninterrupted run's")
     print(f"ok: {name}: restarted from iteration 20 ({lost} iterations lost), restart {r[0]['restart_s']:.2f} s "
           f"(relaunch + reload), final parameters bitwise those of an uninterrupted run")
@@ -85,6 +89,12 @@ if status != 0:
     fail(f"the uninterrupted run failed:\n{text[-2000:]}")
 check_restarted("killed", "kill", 5)
 check_restarted("stopped", "stop", 5)
+# Gradient buckets (each of the 3 layers its own) over MPI's messages.
+buckets, over_mpi = ["comm.bucket_mb=0.002", "log_level=info"], {"TANDEM_SHM_ALLREDUCE": "0"}
+status, text, whole_buckets = run("uninterrupted_buckets", buckets, elastic=False, env=over_mpi)
+if status != 0 or "in 3 bucket(s) summed during the backward pass" not in text:
+    fail(f"the uninterrupted run with buckets: status {status}:\n{text[-2000:]}")
+check_restarted("killed_buckets", "kill", 5, buckets, over_mpi, whole_buckets)
 
 status, text, _ = run("no_restarts", ["elastic.max_restarts=0", "faults={{rank = 2, iteration = 15, kind = 'kill'}}"])
 if status == 0 or "elastic.max_restarts = 0" not in text:

@@ -1,11 +1,14 @@
 #include "engine/dist/mpi_async_allreduce.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <deque>
+#include <thread>
 #include <vector>
 
+#include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/dist/mpi_check.hpp"
 #include "kernels/cpu/bf16_wire.hpp"
@@ -166,10 +169,56 @@ private:
   std::deque<Sum> pending_;  // started and not yet complete (in order), oldest first
 };
 
+class TwoLevelAsyncAllreduce final : public AsyncAllreduce {
+public:
+  TwoLevelAsyncAllreduce(MPI_Comm host, std::unique_ptr<ShmAllreduce> window, ShmAllreduce::Wait wait,
+                         std::unique_ptr<AsyncAllreduce> across, double timeout_s)
+      : host_(host), window_(std::move(window)), wait_(std::move(wait)), across_(std::move(across)),
+        timeout_s_(timeout_s) {}
+  ~TwoLevelAsyncAllreduce() override {
+    window_.reset();
+    if (host_ != MPI_COMM_NULL) MPI_Comm_free(&host_);
+  }
+
+  void start(float* data, size_t count, size_t exact, const char* what) override {
+    if (window_) window_->sum(data, count, wait_);
+    if (across_) {
+      across_->start(data, count, exact, what);
+      const double deadline = now_ms() + timeout_s_ * 1000.0;
+      int sleep_us = 20;
+      while (across_->pending(what) > 0) {
+        TANDEM_CHECK_HINT(now_ms() < deadline, "see which host died or stopped in the ranks' logs, or raise "
+                                               "collective_timeout_s if the link is that slow",
+                          what, ": the sum across hosts was not done within ", timeout_s_,
+                          " s (collective_timeout_s)");
+        std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+        sleep_us = std::min(sleep_us * 2, 1000);
+      }
+    }
+    if (window_) window_->broadcast(data, count * sizeof(float), wait_);
+  }
+  size_t pending(const char*) override { return 0; }  // every sum is done in start()
+
+private:
+  MPI_Comm host_;
+  std::unique_ptr<ShmAllreduce> window_;
+  ShmAllreduce::Wait wait_;
+  std::unique_ptr<AsyncAllreduce> across_;
+  double timeout_s_;
+};
+
 }  // namespace
 
 std::unique_ptr<AsyncAllreduce> make_mpi_async_allreduce(MPI_Comm comm, Wire wire) {
   return std::make_unique<MpiAsyncAllreduce>(comm, wire);
+}
+
+std::unique_ptr<AsyncAllreduce> make_two_level_async_allreduce(MPI_Comm host, std::unique_ptr<ShmAllreduce> window,
+                                                               ShmAllreduce::Wait wait,
+                                                               std::unique_ptr<AsyncAllreduce> across,
+                                                               double timeout_s) {
+  return std::make_unique<TwoLevelAsyncAllreduce>(host, std::move(window), std::move(wait), std::move(across),
+                                                  timeout_s);
 }
 
 }  // namespace tandem

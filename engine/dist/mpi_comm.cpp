@@ -137,6 +137,25 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
 std::unique_ptr<AsyncAllreduce> MpiComm::open_async_allreduce(const char* what, Wire wire) {
   // One host sums through shared memory (the CPU's own work, nothing to hide behind).
   if (size_ == 1 || shm_ || !thread_multiple_) return nullptr;
+  if (two_level_) {
+    // A window and communicators of the buckets' own: the rank's thread keeps its own.
+    std::unique_ptr<AsyncAllreduce> across;
+    if (leaders_ != MPI_COMM_NULL) {
+      MPI_Comm dup = MPI_COMM_NULL;
+      check_mpi(MPI_Comm_dup(leaders_, &dup), "MPI_Comm_dup", what);
+      MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+      across = make_mpi_async_allreduce(dup, wire);
+    }
+    MPI_Comm host = MPI_COMM_NULL;
+    std::unique_ptr<ShmAllreduce> window;
+    ShmAllreduce::Wait wait;
+    if (node_shm_) {
+      check_mpi(MPI_Comm_dup(node_, &host), "MPI_Comm_dup", what);
+      window = std::make_unique<ShmAllreduce>(host);
+      wait = window_wait(*window, node_world_ranks_, "a gradient bucket's sum on its host");
+    }
+    return make_two_level_async_allreduce(host, std::move(window), std::move(wait), std::move(across), timeout_s_);
+  }
   MPI_Comm dup = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup", what);
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);

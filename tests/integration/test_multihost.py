@@ -158,10 +158,26 @@ expect(out, "ranks on several hosts (2 of 4 on rank 0's): gradients go over MPI,
        "across the 3 hosts", what="4 ranks on 3 hosts")
 changing_dir, _, _ = run("changing", [MLP] + COMMON + ["stop.max_iterations=10", "--workers", "4",
                                                         "plan.kind=random"], ranks=4)
+# The same in gradient buckets (each of the 2 layers its own), summed in two levels
+# by the buckets' thread, then with the bf16 wire across hosts (the one training
+# that is not one worker's: the wire rounds).
+buckets_dir, out, _ = run("skewed_buckets", [MLP] + COMMON + ["stop.max_iterations=10", "--workers", "4",
+                                                              "plan.kind=fixed", "plan.batches=1,3,40,84",
+                                                              "comm.bucket_mb=0.002", "log_level=info"], ranks=4)
+expect(out, "in 2 bucket(s) summed during the backward pass", "gradients are summed in two levels",
+       what="buckets over 4 ranks on 3 hosts")
+bf16_dir, out, _ = run("skewed_bf16", [MLP] + COMMON + ["stop.max_iterations=10", "--workers", "4", "plan.kind=fixed",
+                                                        "plan.batches=1,3,40,84", "comm.bucket_mb=0.002",
+                                                        "comm.dtype=bf16", "log_level=info"], ranks=4)
+expect(out, "in 2 bucket(s) summed during the backward pass, in bfloat16 on the wire", what="the bf16 wire")
 d_skewed, d_changing = scaled_difference(one, params(skewed_dir)), scaled_difference(one, params(changing_dir))
-print(f"scaled differences from one worker, 4 ranks on 3 hosts: skewed {d_skewed:.3g}, changing {d_changing:.3g}")
-if not (d_skewed < 1e-5 and d_changing < 1e-5):
-    fail(f"the parameters differ from one worker's: skewed {d_skewed}, changing {d_changing}")
+d_buckets, d_bf16 = scaled_difference(one, params(buckets_dir)), scaled_difference(one, params(bf16_dir))
+print(f"scaled differences from one worker, 4 ranks on 3 hosts: skewed {d_skewed:.3g}, changing {d_changing:.3g}, "
+      f"in buckets {d_buckets:.3g}, bf16 wire {d_bf16:.3g}")
+if not (d_skewed < 1e-5 and d_changing < 1e-5 and d_buckets < 1e-5):
+    fail(f"the parameters differ from one worker's: skewed {d_skewed}, changing {d_changing}, buckets {d_buckets}")
+if not 0 < d_bf16 < 1e-2:
+    fail(f"the bf16 wire should round (and no more than bfloat16 does over 10 steps): {d_bf16}")
 if sum(r["workers"][1]["local_batch"] for r in iterations(skewed_dir)) != 3 * 10:
     fail("rank 1 (on host 1) did not train its fixed local batch of 3")
 

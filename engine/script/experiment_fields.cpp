@@ -433,7 +433,8 @@ Fields<SimConfig> sim_fields() {
   using S = SimConfig;
   return {at<S>("noise", &S::noise),           at<S>("noise_distribution", &S::noise_distribution),
           at<S>("seed", &S::seed),             at<S>("latency_us", &S::latency_us),
-          at<S>("bandwidth_gb_s", &S::bandwidth_gb_s), at<S>("trace_every", &S::trace_every),
+          at<S>("bandwidth_gb_s", &S::bandwidth_gb_s), at<S>("ranks_per_host", &S::ranks_per_host),
+          at<S>("trace_every", &S::trace_every),
           at<S>("noise_scale", &S::noise_scale),       at<S>("noise_growth", &S::noise_growth)};
 }
 

@@ -6,7 +6,9 @@ namespace tandem {
 
 NetworkModel::NetworkModel(const SimConfig& sim, const CommConfig& comm, const Emulator& emulator, int workers,
                            const GradientLayout& layout)
-    : sim_(sim), workers_(workers), gradient_bytes_(static_cast<double>(layout.floats) * sizeof(float)),
+    : sim_(sim), workers_(workers),
+      ring_members_(static_cast<int>((workers + sim.ranks_per_host - 1) / std::max<int64_t>(sim.ranks_per_host, 1))),
+      gradient_bytes_(static_cast<double>(layout.floats) * sizeof(float)),
       bf16_(comm.dtype == "bf16"), params_(layout.params), control_(layout.floats - layout.params),
       backward_share_(layout.backward_share) {
   for (int r = 0; r < workers; ++r) link_delay_ms_ = std::max(link_delay_ms_, emulator.comm_delay_ms(r));
@@ -34,7 +36,7 @@ NetworkModel::Sums NetworkModel::bucket_sums(const std::vector<double>& compute_
     for (double c : compute_ms) ready = std::max(ready, c * (1.0 - backward_share_ * (1.0 - share)));
     const double start = std::max(ready, done);
     if (k == 0) out.first_start_ms = start;
-    done = start + ring_ms(workers_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float)));
+    done = start + ring_ms(ring_members_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float)));
   }
   out.end_ms = done;
   return out;

@@ -8,7 +8,9 @@
 // workers are on a network): in gradient buckets (comm.bucket_mb,
 // engine/train/sync/gradient_buckets.hpp) where the model makes more than one, each
 // bucket's ring starting once every worker's backward pass has finished it and the
-// rings before it are done; in bfloat16 (comm.dtype), half the bytes.
+// rings before it are done; in bfloat16 (comm.dtype), half the bytes; with several
+// workers a host (sim.ranks_per_host) in two levels, the ring across hosts only (the
+// host's sum in its memory is taken as free).
 #include <cstddef>
 #include <vector>
 
@@ -37,8 +39,8 @@ public:
   // A ring all-reduce of `bytes` among `members` ranks (0 for one).
   double ring_ms(int members, double bytes) const;
   // The gradients' all-reduce among every worker after the backward pass, on the wire
-  // comm.dtype says.
-  double allreduce_ms() const { return ring_ms(workers_, wire_bytes(gradient_bytes_)); }
+  // comm.dtype says: a ring among the hosts where sim.ranks_per_host > 1 (two levels).
+  double allreduce_ms() const { return ring_ms(ring_members_, wire_bytes(gradient_bytes_)); }
   // Whether a bsp step sums in buckets during the backward pass (more than one bucket).
   bool bucketed() const { return workers_ > 1 && buckets_.size() > 1; }
   size_t buckets() const { return buckets_.size(); }
@@ -56,6 +58,7 @@ private:
 
   const SimConfig& sim_;
   int workers_;
+  int ring_members_;  // the gradients' ring: every worker, or one a host (two levels)
   double gradient_bytes_;
   double link_delay_ms_ = 0.0;  // the slowest worker's emulated delay, on every collective
   bool bf16_;

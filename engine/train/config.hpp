@@ -139,6 +139,9 @@ struct SimConfig {
   uint64_t seed = 1;
   double latency_us = 5.0;       // per message of the ring all-reduce
   double bandwidth_gb_s = 10.0;  // per link
+  // Workers per host: above 1 the bsp gradients go in two levels (the host's sum in its
+  // memory, not modelled; the ring across hosts among their first workers).
+  int64_t ranks_per_host = 1;
   int64_t trace_every = 1;       // trace every n-th iteration (thousands of workers write a lot)
   // The gradients' noise, which the simulator has none of (sim/gradient_model.hpp):
   // the gradient noise scale B_noise at the start (0: not modelled, no grad_sq in

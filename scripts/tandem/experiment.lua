@@ -176,6 +176,9 @@ M.schema = record {
     seed = integer(1, { min = 0, max = MAX_SEED }),
     latency_us = number(5, { min = 0, doc = 'ring all-reduce: latency per message' }),
     bandwidth_gb_s = number(10, { gt = 0, doc = 'ring all-reduce: bandwidth per link' }),
+    ranks_per_host = integer(1, { min = 1, max = MAX_INT, doc = 'workers a host runs: above 1 the gradients are '
+                                                              .. 'summed in two levels, the ring across hosts only '
+                                                              .. '(their first workers), as a real run across hosts' }),
     trace_every = integer(1, { min = 1, doc = 'trace every n-th iteration (thousands of workers write a lot)' }),
     noise_scale = number(0, { min = 0, doc = 'the gradient noise scale B_noise at the start (0: not modelled): '
                                  .. "each worker's grad_sq is |G|^2 + B_noise / b (|G|^2 = 1), the cluster's "

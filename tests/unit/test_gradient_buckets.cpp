@@ -178,4 +178,11 @@ BOOST_AUTO_TEST_CASE(the_simulator_overlaps_buckets_with_the_backward_pass) {
   BOOST_TEST(half.allreduce_ms() == net.allreduce_ms() / 2, close);
   comm.bucket_mb = 0.0;  // one all-reduce after the backward pass
   BOOST_TEST(!NetworkModel(sim, comm, emulator, 2, layout).bucketed());
+  // Two levels: 4 workers, 2 a host: the ring runs among the 2 hosts.
+  comm.dtype = "fp32";
+  const Emulator four(emulation, 4);
+  SimConfig hosts = sim;
+  hosts.ranks_per_host = 2;
+  BOOST_TEST(NetworkModel(hosts, comm, four, 4, layout).allreduce_ms() == net.allreduce_ms(), close);
+  BOOST_TEST(NetworkModel(sim, comm, four, 4, layout).allreduce_ms() == 1.5 * net.allreduce_ms(), close);
 }

@@ -29,6 +29,9 @@ struct Client {
   FILE* out = stdout;    // the terminal (stdout may be the captured job output)
   bool waiting = false;  // a command was sent, its answer not yet complete
   bool done = false;
+  // A send failed: the run closed its console (it ends). What it sent before closing
+  // (the run's last words) is still in the socket: read to its end, not detached.
+  bool closed = false;
   std::string pending;   // answer bytes not yet printed
   int log_fd = -1;       // the job's captured output, printed above the prompt
   std::string log;       // its bytes not yet printed (an unfinished line)
@@ -36,7 +39,7 @@ struct Client {
 
 void ask_completions() {
   const std::string request = std::string(1, kCompletionRequest) + "\n";
-  if (::send(g.fd, request.data(), request.size(), MSG_NOSIGNAL) < 0) g.done = true;
+  if (::send(g.fd, request.data(), request.size(), MSG_NOSIGNAL) < 0) g.closed = true;
 }
 
 // Takes the prompt and the line off the screen (Ctrl-D, the run's end), so that no
@@ -59,7 +62,7 @@ void on_line(char* line) {
   prompt_remember(text);
   text += '\n';
   if (::send(g.fd, text.data(), text.size(), MSG_NOSIGNAL) < 0) {
-    g.done = true;
+    g.closed = true;
     return;
   }
   g.waiting = true;
@@ -153,6 +156,14 @@ void run_prompt(const std::function<bool()>& job_alive) {
   rl_callback_handler_install("", on_line);
   bool open = true;
   while (!g.done) {
+    if (g.closed) {  // the run's console closed under a send: its last words, then as below
+      while (read_server()) {
+      }
+      open = false;
+      erase_prompt();
+      if (!g.pending.empty()) std::fwrite(g.pending.data(), 1, g.pending.size(), g.out);
+      break;
+    }
     pollfd polls[3] = {{g.fd, POLLIN, 0},
                        {STDIN_FILENO, static_cast<short>(g.waiting ? 0 : POLLIN), 0},
                        {g.log_fd, POLLIN, 0}};

@@ -230,7 +230,10 @@ def resume_part():
     function P.restore(s) calls = s.calls end
     return P
     ''')
-    extra = f"e.plan = {{ kind = 'equal' }}\ne.policy = {{ file = '{policy_file}', history = 8 }}"
+    # A patient budget: a decision that comes later than the budget leaves the plan in
+    # force, which on a loaded machine made the two runs differ before any kill (the
+    # policy's timing, not the resume).
+    extra = f"e.plan = {{ kind = 'equal' }}\ne.policy = {{ file = '{policy_file}', history = 8, budget_ms = 5000 }}"
     pfull, _, _ = run("policy_full", 2, extra=extra)
     pkilled, _, _ = run("policy_killed", 2, "{ rank = 1, iteration = 25, kind = 'kill' }", extra=extra, expect_ok=False)
     out, _ = tandem(["run", "--resume", pkilled], expect_ok=True)

@@ -127,6 +127,20 @@ BOOST_AUTO_TEST_CASE(backward_hands_buckets_over_in_order) {
   }
 }
 
+// A sum asked for without a backward pass that told (no begin()): every bucket is
+// summed, none taken for one already summed at the step before.
+BOOST_AUTO_TEST_CASE(a_sum_without_a_backward_pass_sums_every_bucket) {
+  std::vector<float> buffer(64, 1.0f);
+  GradientBuckets buckets(std::make_unique<DoublingSums>(1), cpu_device(), buffer.data(), 16,
+                          plan_buckets({32, 0}, 16, 48, 1.0), 10.0);
+  for (float want : {2.0f, 4.0f}) {
+    buckets.hand_rest();
+    buckets.finish("the test's sums");
+    BOOST_TEST(buffer[0] == want);
+    BOOST_TEST(buffer[63] == want);
+  }
+}
+
 // A sum that never completes (a rank died mid-bucket) is an error at the deadline,
 // naming the bucket, not a hang; the buckets shut down cleanly after it.
 BOOST_AUTO_TEST_CASE(a_sum_that_never_ends_fails_at_the_deadline) {

@@ -40,6 +40,7 @@ void GradientBuckets::begin() {
                " gradient bucket(s) still summing (a bug in tandem)");
   handed_ = started_ = completed_ = 0;
   handed_sq_ = 0.0;
+  begun_ = true;
 }
 
 size_t GradientBuckets::unhanded() const {
@@ -64,7 +65,12 @@ void GradientBuckets::ready_from(size_t offset) {
   hand(upto);
 }
 
-void GradientBuckets::hand_rest() { hand(buckets_.size()); }
+void GradientBuckets::hand_rest() {
+  // A sum without a backward pass that told (no begin() since the last finish()):
+  // every bucket goes now, none is left out as already summed.
+  if (!begun_) begin();
+  hand(buckets_.size());
+}
 
 void GradientBuckets::hand(size_t upto) {
   {
@@ -81,6 +87,7 @@ void GradientBuckets::finish(const char* what) {
   const bool done = done_.wait_until(lock, deadline, [&] {
     return !error_.empty() || (handed_ == buckets_.size() && completed_ == handed_);
   });
+  begun_ = false;
   if (!error_.empty()) TANDEM_FAIL(what, ": ", error_);
   if (!done)
     TANDEM_FAIL_HINT("see which rank died or stopped in its log (every rank's last lines), or raise "

@@ -80,6 +80,7 @@ private:
   std::vector<Bucket> buckets_;
   double timeout_s_;
   double handed_sq_ = 0.0;  // the rank's thread's alone
+  bool begun_ = false;      // begin() since the last finish() (the rank's thread's alone)
 
   mutable std::mutex mu_;
   std::condition_variable work_, done_;

@@ -265,9 +265,11 @@ void MpiComm::allreduce_sum(float* data, size_t count, const char* what) {
       if (bytes <= node_shm_->capacity_bytes()) {
         node_shm_->broadcast(data, bytes, node_wait(what));
       } else {  // larger than prepare_allreduce made room for
+        TANDEM_CHECK_HINT(bytes <= static_cast<size_t>(INT_MAX), "run fewer ranks a host, or a smaller model",
+                          what, ": a gradient of ", bytes, " bytes is too large for one broadcast on its host");
         requests_.assign(1, MPI_REQUEST_NULL);
         peers_.assign(1, -1);
-        check_mpi(MPI_Ibcast(data, static_cast<int>(std::min<size_t>(bytes, INT_MAX)), MPI_BYTE, 0, node_,
+        check_mpi(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, node_,
                              &requests_[0]),
                   "MPI_Ibcast", what);
         wait_all(requests_, peers_, what);

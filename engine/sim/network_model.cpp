@@ -36,9 +36,11 @@ NetworkModel::Sums NetworkModel::bucket_sums(const std::vector<double>& compute_
     for (double c : compute_ms) ready = std::max(ready, c * (1.0 - backward_share_ * (1.0 - share)));
     const double start = std::max(ready, done);
     if (k == 0) out.first_start_ms = start;
-    done = start + ring_ms(ring_members_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float)));
+    // The emulated link delay is slept once a step, after the last bucket (bsp_step).
+    done = start + ring_ms(ring_members_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float))) -
+           (ring_members_ > 1 ? link_delay_ms_ : 0.0);
   }
-  out.end_ms = done;
+  out.end_ms = done + (ring_members_ > 1 ? link_delay_ms_ : 0.0);
   return out;
 }
 

@@ -32,8 +32,14 @@ GradientSync::GradientSync(Model& model, Comm& comm, double bucket_mb, Wire wire
   std::vector<Bucket> plan = plan_buckets(model_.gradient_ready_points(), control, params_,
                                           bucket_mb * 1024.0 * 1024.0);
   std::unique_ptr<AsyncAllreduce> sums;
-  if (path_ == Path::host && comm.size() > 1 && (plan.size() > 1 || wire == Wire::bf16))
-    sums = comm.open_async_allreduce("setting up the gradient buckets", wire);
+  if (comm.size() > 1) {
+    // Every rank must agree (a cluster may mix CPU and GPU ranks, whose paths differ):
+    // the ranks that cannot are counted, and buckets are taken only where none is.
+    const bool can = path_ == Path::host && (plan.size() > 1 || wire == Wire::bf16);
+    double cannot = can ? 0.0 : 1.0;
+    comm.allreduce_sum(&cannot, 1, "agreeing on gradient buckets");
+    if (cannot == 0.0) sums = comm.open_async_allreduce("setting up the gradient buckets", wire);
+  }
   if (sums) {
     count_ = control + params_;
     buffer_ = Tensor(dev_, {static_cast<int64_t>(count_)});

@@ -128,12 +128,6 @@ std::string MpiComm::missing_ranks(std::vector<MPI_Request>& requests, const std
   return missing;
 }
 
-// The roll call: every rank past a deadline sends a word to every other and listens
-// for theirs for a moment; those not heard from are silent. Every deadline's abort
-// calls it (Comm::missing_text), so the ranks that only waited for the
-// culprit answer it. The ranks' deadlines differ by how far apart they reached their
-// waits, which the moment allows for; a rank later still is "far slower", as the
-// message says.
 std::unique_ptr<AsyncAllreduce> MpiComm::open_async_allreduce(const char* what, Wire wire) {
   // One host sums through shared memory (the CPU's own work, nothing to hide behind).
   if (size_ == 1 || shm_ || !thread_multiple_) return nullptr;
@@ -162,6 +156,12 @@ std::unique_ptr<AsyncAllreduce> MpiComm::open_async_allreduce(const char* what, 
   return make_mpi_async_allreduce(dup, wire);
 }
 
+// The roll call: every rank past a deadline sends a word to every other and listens
+// for theirs for a moment; those not heard from are silent. Every deadline's abort
+// calls it (Comm::missing_text), so the ranks that only waited for the
+// culprit answer it. The ranks' deadlines differ by how far apart they reached their
+// waits, which the moment allows for; a rank later still is "far slower", as the
+// message says.
 std::vector<int> MpiComm::silent_ranks() {
   // Once per process: rank 0's parameter-server thread and its training thread can
   // pass their deadlines together, and the second must wait for the first's answer.
@@ -260,21 +260,8 @@ void MpiComm::allreduce_sum(float* data, size_t count, const char* what) {
     // that back to the host's others: the bytes across hosts are one rank's.
     if (node_shm_) node_shm_->sum(data, count, node_wait(what));
     if (leaders_ != MPI_COMM_NULL) allreduce(data, count, MPI_FLOAT, what, leaders_);
-    if (node_shm_) {
-      const size_t bytes = count * sizeof(float);
-      if (bytes <= node_shm_->capacity_bytes()) {
-        node_shm_->broadcast(data, bytes, node_wait(what));
-      } else {  // larger than prepare_allreduce made room for
-        TANDEM_CHECK_HINT(bytes <= static_cast<size_t>(INT_MAX), "run fewer ranks a host, or a smaller model",
-                          what, ": a gradient of ", bytes, " bytes is too large for one broadcast on its host");
-        requests_.assign(1, MPI_REQUEST_NULL);
-        peers_.assign(1, -1);
-        check_mpi(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, node_,
-                             &requests_[0]),
-                  "MPI_Ibcast", what);
-        wait_all(requests_, peers_, what);
-      }
-    }
+    // The host's sum above made the window room for count floats: the broadcast fits.
+    if (node_shm_) node_shm_->broadcast(data, count * sizeof(float), node_wait(what));
     return;
   }
   allreduce(data, count, MPI_FLOAT, what);

@@ -15,11 +15,14 @@ NetworkModel::NetworkModel(const SimConfig& sim, const CommConfig& comm, const E
   buckets_ = plan_buckets(layout.ready_points, control_, layout.params, comm.bucket_mb * 1024.0 * 1024.0);
 }
 
-double NetworkModel::ring_ms(int members, double bytes) const {
+double NetworkModel::transfer_ms(int members, double bytes) const {
   return members <= 1 ? 0.0
                       : 2.0 * (members - 1) * sim_.latency_us / 1000.0 +
-                            2.0 * (members - 1) / members * bytes / (sim_.bandwidth_gb_s * 1e9) * 1000.0 +
-                            link_delay_ms_;
+                            2.0 * (members - 1) / members * bytes / (sim_.bandwidth_gb_s * 1e9) * 1000.0;
+}
+
+double NetworkModel::ring_ms(int members, double bytes) const {
+  return members <= 1 ? 0.0 : transfer_ms(members, bytes) + link_delay_ms_;
 }
 
 NetworkModel::Sums NetworkModel::bucket_sums(const std::vector<double>& compute_ms) const {
@@ -36,10 +39,9 @@ NetworkModel::Sums NetworkModel::bucket_sums(const std::vector<double>& compute_
     for (double c : compute_ms) ready = std::max(ready, c * (1.0 - backward_share_ * (1.0 - share)));
     const double start = std::max(ready, done);
     if (k == 0) out.first_start_ms = start;
-    // The emulated link delay is slept once a step, after the last bucket (bsp_step).
-    done = start + ring_ms(ring_members_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float))) -
-           (ring_members_ > 1 ? link_delay_ms_ : 0.0);
+    done = start + transfer_ms(ring_members_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float)));
   }
+  // The emulated link delay is slept once a step, after the last bucket (bsp_step).
   out.end_ms = done + (ring_members_ > 1 ? link_delay_ms_ : 0.0);
   return out;
 }

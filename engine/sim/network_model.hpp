@@ -55,6 +55,8 @@ public:
 
 private:
   double wire_bytes(double bytes) const { return bf16_ ? bytes / 2.0 : bytes; }
+  // ring_ms without the emulated link delay.
+  double transfer_ms(int members, double bytes) const;
 
   const SimConfig& sim_;
   int workers_;

@@ -328,32 +328,29 @@ def resume_part():
 def deadlines_part():
     """Kills and stops in compute, the all-reduce and checkpoint writes; grouped sync."""
     # 2. Kills and stops in compute and in the all-reduce: noticed, named, checkpoints whole.
-    for name, workers, fault, names in [
-            ("stop_compute", 2, "{ rank = 1, iteration = 12, kind = 'stop', during = 'compute' }", "missing rank(s): 1"),
-            ("kill_allreduce", 3, "{ rank = 2, iteration = 15, kind = 'kill', during = 'allreduce' }", "rank 2"),
+    #    The same with gradient buckets (comm.bucket_mb, each layer a bucket; over MPI's
+    #    messages, as between hosts): a rank stopped or killed while the others' buckets
+    #    are summing is named as without them.
+    buckets = ("e.comm = { bucket_mb = 0.002 }", {"TANDEM_SHM_ALLREDUCE": "0"},
+               "in 3 bucket(s) summed during the backward pass")
+    plain = ("", None, "fault injection")
+    for name, workers, fault, names, (extra, env, shows) in [
+            ("stop_compute", 2, "{ rank = 1, iteration = 12, kind = 'stop', during = 'compute' }", "missing rank(s): 1",
+             plain),
+            ("kill_allreduce", 3, "{ rank = 2, iteration = 15, kind = 'kill', during = 'allreduce' }", "rank 2", plain),
             ("stop_allreduce", 3, "{ rank = 2, iteration = 15, kind = 'stop', during = 'allreduce' }",
-             "missing rank(s): 2")]:
-        d, out, elapsed = run(name, workers, fault, expect_ok=False)
-        expect(out, "fault injection", names, "ckpt-0000000010", what=name)
+             "missing rank(s): 2", plain),
+            ("stop_buckets", 2, "{ rank = 1, iteration = 12, kind = 'stop', during = 'compute' }", "missing rank(s): 1",
+             buckets),
+            ("kill_buckets", 2, "{ rank = 1, iteration = 12, kind = 'kill', during = 'compute' }", "rank 1", buckets)]:
+        d, out, elapsed = run(name, workers, fault, extra, expect_ok=False, env=env)
+        expect(out, "fault injection", names, "ckpt-0000000010", shows, what=name)
         if "stop" in name:
             expect(out, "collective_timeout_s", what=name + " (the deadline)")
         if elapsed > NOTICE_WITHIN_S:
             fail(f"{name}: the job took {elapsed:.1f} s to end (deadline {DEADLINE_S} s)")
         if all_whole(d) != ["ckpt-0000000010.tdm"]:
             fail(f"{name}: checkpoints {checkpoints(d)}, want ckpt-0000000010.tdm")
-        print(f"ok: {name} ended after {elapsed:.1f} s")
-
-    # Gradient buckets (comm.bucket_mb; over MPI's messages, as between hosts): a rank
-    # stopped or killed while the others' buckets are summing is named as without them.
-    buckets = "e.comm = { bucket_mb = 0.002 }  -- each layer a bucket"
-    for name, fault, names in [
-            ("stop_buckets", "{ rank = 1, iteration = 12, kind = 'stop', during = 'compute' }", "missing rank(s): 1"),
-            ("kill_buckets", "{ rank = 1, iteration = 12, kind = 'kill', during = 'compute' }", "rank 1")]:
-        d, out, elapsed = run(name, 2, fault, buckets, expect_ok=False, env={"TANDEM_SHM_ALLREDUCE": "0"})
-        expect(out, "fault injection", names, "ckpt-0000000010", "in 3 bucket(s) summed during the backward pass",
-               what=name)
-        if elapsed > NOTICE_WITHIN_S:
-            fail(f"{name}: the job took {elapsed:.1f} s to end (deadline {DEADLINE_S} s)")
         print(f"ok: {name} ended after {elapsed:.1f} s")
 
     # 3. Continue with the workers that are left: kill_allreduce lost rank 2 of 3.

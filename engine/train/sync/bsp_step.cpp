@@ -250,16 +250,10 @@ Control BspStep::synchronize(const Control& out, WorkerStats& now) {
   now.sync_start_ms = sync_start - p_.timeline.origin();
   p_.faults.at(now.iteration, "allreduce");
   Control in = p_.gradients.run(out, &now.idle_ms, "the gradient all-reduce");
-  const std::vector<std::pair<double, double>> spans = p_.gradients.bucket_spans();
-  if (!spans.empty()) {
-    double first = spans.front().first, last = spans.front().second;
-    for (const auto& [start, end] : spans) {
-      first = std::min(first, start);
-      last = std::max(last, end);
-    }
-    now.buckets_start_ms = first - p_.timeline.origin();
-    now.allreduce_ms = last - first;
-    now.buckets = static_cast<int64_t>(spans.size());
+  if (const GradientSync::BucketSums sums = p_.gradients.bucket_sums(); sums.count > 0) {
+    now.buckets_start_ms = sums.start_ms - p_.timeline.origin();
+    now.allreduce_ms = sums.end_ms - sums.start_ms;
+    now.buckets = sums.count;
   }
   if (world_ == 1) {
     p_.timeline.restart();

@@ -89,10 +89,13 @@ double GradientSync::local_grad_sq() {
 
 double GradientSync::last_sync_end_ms() const { return buckets_ ? sync_end_ms_ : comm_.last_sync_end_ms(); }
 
-std::vector<std::pair<double, double>> GradientSync::bucket_spans() const {
-  std::vector<std::pair<double, double>> out;
-  if (buckets_)
-    for (const GradientBuckets::Span& s : buckets_->spans()) out.emplace_back(s.start_ms, s.end_ms);
+GradientSync::BucketSums GradientSync::bucket_sums() const {
+  BucketSums out;
+  if (!buckets_) return out;
+  const std::vector<GradientBuckets::Span> spans = buckets_->spans();
+  out.start_ms = spans.front().start_ms;
+  out.end_ms = spans.back().end_ms;
+  out.count = static_cast<int64_t>(spans.size());
   return out;
 }
 

@@ -54,9 +54,14 @@ public:
   double local_grad_sq();
   // When the last run() ended for all ranks alike (Comm::last_sync_end_ms).
   double last_sync_end_ms() const;
-  // With buckets, each one's sum at the last run(): when it started and was seen
-  // done (now_ms() clock), for the trace; empty without.
-  std::vector<std::pair<double, double>> bucket_spans() const;
+  // With buckets, their sums at the last run(): when the first started and the last
+  // was seen done (now_ms() clock; they start and complete in order), and how many,
+  // for the trace; count 0 without.
+  struct BucketSums {
+    double start_ms = 0.0, end_ms = 0.0;
+    int64_t count = 0;
+  };
+  BucketSums bucket_sums() const;
 
 private:
   enum class Path { host, device, staged };

@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <optional>
 #include <type_traits>
@@ -19,30 +21,57 @@ namespace {
 const char* const kTables = "engine/script/experiment_fields.cpp";
 const char* const kSchema = "scripts/tandem/experiment.lua";
 
-// One key of a schema record, read into S. kind and item are named as the Lua
-// schema names them (number, integer, string, boolean, array, list, record, free),
-// deduced from the member's C++ type where the key sets one member.
-template <typename S>
-struct Field {
+// One key of a schema record. kind and item are named as the Lua schema names them
+// (number, integer, string, boolean, array, list, record, free), deduced from the
+// member's C++ type where the key sets one member.
+// Nothing here is a template of the record's type: a key's member is a place in the
+// record (offset) and a table of functions for its C++ type (MemberOps), so the
+// machinery compiles once, not once per record and lambda per key. Written with a
+// std::function pair per key and templates per record, this file alone took 11 s of
+// a fresh build's CPU at -O0, the longest of `make quickstart` (issue 33).
+struct MemberOps {
+  void (*read)(const void* sub, const json& value, void* member, const std::string& path);
+  // The member as resolve() would write it, for comparing defaults; null for records.
+  json (*write)(const void* member);
+  // Records and lists of records: compares their own fields; null for scalars.
+  void (*compare)(const void* sub, const json& lua_node, const json& resolved, const void* defaults,
+                  const std::string& path, std::vector<std::string>& out);
+};
+
+struct FieldBase {
   std::string key, kind, item;  // item: a list's items' kind
   bool optional = false;        // the Lua default is nil: unset leaves the member's C++ default
   bool in_schema = true;        // false: a key resolve() adds to the record (source, overrides)
   // A member (or list item) narrower than int64: the largest value it holds, which
   // the Lua schema's max must not pass; 0: none to check.
   int64_t cpp_max = 0;
-  // Empty: Lua alone uses the key (resolve() folds it into other keys).
-  std::function<void(const json& value, S& into, const std::string& path)> read;
-  // The member as resolve() would write it, for comparing defaults; empty: no C++
-  // default to compare (the table says why).
-  std::function<json(const S&)> write;
-  // Records and lists of records: compares their own fields.
-  std::function<void(const json& lua_node, const json& resolved, const S& defaults, const std::string& path,
+  // A key that sets one member of the record (or a record held in one): the member's
+  // place in the record and what to do with it.
+  size_t offset = 0;
+  const MemberOps* ops = nullptr;
+  std::shared_ptr<const std::vector<FieldBase>> sub;  // a record's own fields
+  // A key read its own way (custom, record_as), on the whole record; all empty and
+  // no ops: Lua alone uses the key (resolve() folds it into other keys).
+  std::function<void(const json& value, void* record, const std::string& path)> read;
+  // As MemberOps::write; empty: no C++ default to compare (the table says why).
+  std::function<json(const void* record)> write;
+  std::function<void(const json& lua_node, const json& resolved, const void* defaults, const std::string& path,
                      std::vector<std::string>& out)>
       compare_fields;
+
+  bool reads() const { return ops || read; }
+  bool writes() const { return (ops && ops->write) || write; }
 };
 
+// A key of a record of type S, and a record's keys: typed only so that a table
+// cannot be given to a record of another type.
 template <typename S>
-using Fields = std::vector<Field<S>>;
+struct Field : FieldBase {};
+template <typename S>
+struct Fields {
+  Fields(std::initializer_list<Field<S>> fields) : list(fields.begin(), fields.end()) {}
+  std::vector<FieldBase> list;
+};
 
 template <typename T>
 struct is_vector : std::false_type {};
@@ -135,6 +164,29 @@ decltype(auto) reach(T& s, M m, Ms... ms) {
   return reach(s.*m, ms...);
 }
 
+// Where the member reached through members... lies in an S, in bytes from its start
+// (measured on a default S; every S has the same layout).
+template <typename S>
+const S& probe() {
+  static const S s{};
+  return s;
+}
+template <typename S, typename... Ms>
+size_t offset_of(Ms... members) {
+  const S& s = probe<S>();
+  return static_cast<size_t>(reinterpret_cast<const char*>(&reach(s, members...)) - reinterpret_cast<const char*>(&s));
+}
+void* member_at(void* s, size_t offset) { return static_cast<char*>(s) + offset; }
+const void* member_at(const void* s, size_t offset) { return static_cast<const char*>(s) + offset; }
+
+template <typename T>
+const MemberOps* scalar_ops() {
+  static const MemberOps ops{
+      [](const void*, const json& v, void* member, const std::string&) { assign(v, *static_cast<T*>(member)); },
+      [](const void* member) { return as_json(*static_cast<const T*>(member)); }, nullptr};
+  return &ops;
+}
+
 // A key setting one member (through members..., e.g. &ExperimentConfig::optimizer,
 // &OptimizerConfig::lr); optional members and lists may be unset.
 template <typename S, typename... Ms>
@@ -148,8 +200,8 @@ Field<S> at(const char* key, Ms... members) {
   using Scalar = typename scalar_of<T>::type;
   if constexpr (is_int_member<Scalar> && sizeof(Scalar) < sizeof(int64_t))
     f.cpp_max = static_cast<int64_t>(std::numeric_limits<Scalar>::max());
-  f.read = [=](const json& v, S& s, const std::string&) { assign(v, reach(s, members...)); };
-  f.write = [=](const S& s) { return as_json(reach(s, members...)); };
+  f.offset = offset_of<S>(members...);
+  f.ops = scalar_ops<T>();
   return f;
 }
 
@@ -170,15 +222,23 @@ Field<S> custom(const char* key, std::string kind, std::string item, bool option
   f.kind = std::move(kind);
   f.item = std::move(item);
   f.optional = optional;
-  f.read = std::move(read);
-  f.write = std::move(write);
+  if (read)
+    f.read = [read = std::move(read)](const json& v, void* s, const std::string& path) {
+      read(v, *static_cast<S*>(s), path);
+    };
+  if (write) f.write = [write = std::move(write)](const void* s) { return write(*static_cast<const S*>(s)); };
   return f;
 }
 
 // A key resolve() uses and folds into others; C++ reads nothing of it.
 template <typename S>
 Field<S> lua_only(const char* key, std::string kind, std::string item = "", bool optional = true) {
-  return custom<S>(key, std::move(kind), std::move(item), optional, nullptr, nullptr);
+  Field<S> f;
+  f.key = key;
+  f.kind = std::move(kind);
+  f.item = std::move(item);
+  f.optional = optional;
+  return f;
 }
 
 // A key resolve() adds beyond the schema, for the record only.
@@ -191,28 +251,30 @@ Field<S> resolved_only(const char* key) {
 
 std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
-template <typename T>
-void read_fields(const Fields<T>& fields, const json& record, T& into, const std::string& path) {
+void read_fields(const std::vector<FieldBase>& fields, const json& record, void* into, const std::string& path) {
   const std::string where = path.empty() ? "the resolved experiment" : "'" + path + "'";
   TANDEM_CHECK_HINT(record.is_object(), std::string("a bug in ") + kSchema + "'s resolve(): it validates every record",
                     where, " is ", record.type_name(), ", not a table");
   for (const auto& [key, value] : record.items()) {
     bool known = false;
-    for (const Field<T>& f : fields) known = known || f.key == key;
+    for (const FieldBase& f : fields) known = known || f.key == key;
     if (!known)
       TANDEM_FAIL_HINT(std::string("add '") + key + "' to the table of '" + (path.empty() ? "experiment" : path) +
                            "' in " + kTables + " (the member it sets, or lua_only if Lua alone uses it)",
                        where, " has the key '", join(path, key), "', which no field of ExperimentConfig reads");
   }
-  for (const Field<T>& f : fields) {
+  for (const FieldBase& f : fields) {
     const std::string full = join(path, f.key);
     const bool unset = !record.contains(f.key) || record.at(f.key).is_null();
-    if (unset && !f.optional && f.read)
+    if (unset && !f.optional && f.reads())
       TANDEM_FAIL_HINT(std::string("give '") + full + "' a default in " + kSchema + ", or drop it from " + kTables,
                        "the resolved experiment has no '", full, "', which ExperimentConfig reads");
-    if (unset || !f.read) continue;
+    if (unset || !f.reads()) continue;
     try {
-      f.read(record.at(f.key), into, full);
+      if (f.ops)
+        f.ops->read(f.sub.get(), record.at(f.key), member_at(into, f.offset), full);
+      else
+        f.read(record.at(f.key), into, full);
     } catch (const std::out_of_range& e) {
       TANDEM_FAIL_HINT(std::string("choose a value in that range; ") + kSchema + " should have refused it: give '" +
                            full + "' a max there (test_schema_agreement names every such key)",
@@ -234,8 +296,7 @@ bool same_value(const json& lua, const json& cpp) {
 
 // A key read into a C++ int needs a Lua max it can hold, so that resolve() refuses,
 // naming the range, what C++ could only wrap around.
-template <typename S>
-void check_cpp_max(const Field<S>& f, const json& node, const std::string& full, std::vector<std::string>& out) {
+void check_cpp_max(const FieldBase& f, const json& node, const std::string& full, std::vector<std::string>& out) {
   if (f.cpp_max == 0) return;
   const json& scalar = node.value("kind", "") == "list" && node.contains("item") ? node.at("item") : node;
   const json max = scalar.value("max", json());
@@ -244,16 +305,15 @@ void check_cpp_max(const Field<S>& f, const json& node, const std::string& full,
                   (max.is_number() ? " lets it reach " + max.dump() : std::string(" gives it no max")));
 }
 
-template <typename T>
-void compare_fields(const Fields<T>& fields, const json& lua_node, const json& resolved, const T& defaults,
+void compare_fields(const std::vector<FieldBase>& fields, const json& lua_node, const json& resolved, const void* defaults,
                     const std::string& path, std::vector<std::string>& out) {
   const json lua_fields = lua_node.value("fields", json::object());
   for (const auto& [key, node] : lua_fields.items()) {
     bool known = false;
-    for (const Field<T>& f : fields) known = known || (f.in_schema && f.key == key);
+    for (const FieldBase& f : fields) known = known || (f.in_schema && f.key == key);
     if (!known) out.push_back(join(path, key) + ": in " + kSchema + ", but in no table of " + kTables);
   }
-  for (const Field<T>& f : fields) {
+  for (const FieldBase& f : fields) {
     if (!f.in_schema) continue;
     const std::string full = join(path, f.key);
     if (!lua_fields.contains(f.key)) {
@@ -275,10 +335,12 @@ void compare_fields(const Fields<T>& fields, const json& lua_node, const json& r
       out.push_back(full + (lua_optional ? ": may be unset in " : ": has a default in ") + kSchema + ", but " +
                     (f.optional ? "may be unset in C++" : "is always read in C++"));
     const json value = resolved.is_object() && resolved.contains(f.key) ? resolved.at(f.key) : json();
-    if (f.compare_fields) {
+    if (f.ops && f.ops->compare) {
+      f.ops->compare(f.sub.get(), node, value, member_at(defaults, f.offset), full, out);
+    } else if (f.compare_fields) {
       f.compare_fields(node, value, defaults, full, out);
-    } else if (f.write && !f.optional) {  // a key Lua leaves unset has no default to compare
-      const json cpp = f.write(defaults);
+    } else if (f.writes() && !f.optional) {  // a key Lua leaves unset has no default to compare
+      const json cpp = f.ops ? f.ops->write(member_at(defaults, f.offset)) : f.write(defaults);
       if (!same_value(value, cpp))
         out.push_back(full + ": default " + value.dump() + " in " + kSchema + ", " + cpp.dump() +
                       " in ExperimentConfig");
@@ -286,18 +348,31 @@ void compare_fields(const Fields<T>& fields, const json& lua_node, const json& r
   }
 }
 
+const MemberOps* record_ops() {
+  static const MemberOps ops{
+      [](const void* sub, const json& v, void* member, const std::string& path) {
+        read_fields(*static_cast<const std::vector<FieldBase>*>(sub), v, member, path);
+      },
+      nullptr,
+      [](const void* sub, const json& node, const json& resolved, const void* defaults, const std::string& path,
+         std::vector<std::string>& out) {
+        compare_fields(*static_cast<const std::vector<FieldBase>*>(sub), node, resolved, defaults, path, out);
+      }};
+  return &ops;
+}
+
 // A record read into the member reached through members... (none: into S itself,
 // for a Lua record whose keys C++ keeps elsewhere).
 template <typename S, typename Sub, typename... Ms>
 Field<S> record(const char* key, Fields<Sub> fields, Ms... members) {
+  static_assert(std::is_same_v<std::remove_reference_t<decltype(reach(std::declval<S&>(), members...))>, Sub>,
+                "record(): the members reach a Sub");
   Field<S> f;
   f.key = key;
   f.kind = "record";
-  f.read = [=](const json& v, S& s, const std::string& path) { read_fields(fields, v, reach(s, members...), path); };
-  f.compare_fields = [=](const json& node, const json& resolved, const S& defaults, const std::string& path,
-                         std::vector<std::string>& out) {
-    compare_fields(fields, node, resolved, reach(defaults, members...), path, out);
-  };
+  f.offset = offset_of<S>(members...);
+  f.ops = record_ops();
+  f.sub = std::make_shared<const std::vector<FieldBase>>(std::move(fields.list));
   return f;
 }
 
@@ -309,44 +384,63 @@ Field<S> record_as(const char* key, Fields<Sub> fields, std::function<void(S&, S
   Field<S> f;
   f.key = key;
   f.kind = "record";
-  f.read = [=](const json& v, S& s, const std::string& path) {
-    Sub sub;
-    read_fields(fields, v, sub, path);
-    store(s, std::move(sub));
+  auto sub = std::make_shared<const std::vector<FieldBase>>(std::move(fields.list));
+  f.read = [=](const json& v, void* s, const std::string& path) {
+    Sub into;
+    read_fields(*sub, v, &into, path);
+    store(*static_cast<S*>(s), std::move(into));
   };
-  f.compare_fields = [=](const json& node, const json& resolved, const S& defaults, const std::string& path,
-                         std::vector<std::string>& out) { compare_fields(fields, node, resolved, load(defaults), path, out); };
+  f.compare_fields = [=](const json& node, const json& resolved, const void* defaults, const std::string& path,
+                         std::vector<std::string>& out) {
+    const Sub d = load(*static_cast<const S*>(defaults));
+    compare_fields(*sub, node, resolved, &d, path, out);
+  };
   return f;
+}
+
+template <typename Item>
+const MemberOps* records_ops() {
+  static const MemberOps ops{
+      [](const void* sub, const json& v, void* member, const std::string& path) {
+        const auto& fields = *static_cast<const std::vector<FieldBase>*>(sub);
+        std::vector<Item>& list = *static_cast<std::vector<Item>*>(member);
+        list.clear();
+        if (v.is_object() && v.empty()) return;
+        for (size_t i = 0; i < v.size(); ++i) {
+          Item item;
+          read_fields(fields, v.at(i), &item, path + "[" + std::to_string(i + 1) + "]");
+          list.push_back(std::move(item));
+        }
+      },
+      nullptr,
+      [](const void* sub, const json& node, const json& resolved, const void* defaults, const std::string& path,
+         std::vector<std::string>& out) {
+        const std::vector<Item>& list = *static_cast<const std::vector<Item>*>(defaults);
+        if (!resolved.is_array() || resolved.empty() || list.empty()) {
+          out.push_back(path + ": no entry on each side to compare its defaults with (give one empty entry)");
+          return;
+        }
+        compare_fields(*static_cast<const std::vector<FieldBase>*>(sub), node.value("item", json::object()),
+                       resolved.at(0), &list.front(), path + "[1]", out);
+      }};
+  return &ops;
 }
 
 // A list of records, read into the vector reached through members...; its
 // defaults are compared on the first entry of each side.
 template <typename S, typename Item, typename... Ms>
 Field<S> records(const char* key, Fields<Item> fields, Ms... members) {
+  static_assert(
+      std::is_same_v<std::remove_reference_t<decltype(reach(std::declval<S&>(), members...))>, std::vector<Item>>,
+      "records(): the members reach a std::vector<Item>");
   Field<S> f;
   f.key = key;
   f.kind = "list";
   f.item = "record";
   f.optional = true;
-  f.read = [=](const json& v, S& s, const std::string& path) {
-    std::vector<Item>& list = reach(s, members...);
-    list.clear();
-    if (v.is_object() && v.empty()) return;
-    for (size_t i = 0; i < v.size(); ++i) {
-      Item item;
-      read_fields(fields, v.at(i), item, path + "[" + std::to_string(i + 1) + "]");
-      list.push_back(std::move(item));
-    }
-  };
-  f.compare_fields = [=](const json& node, const json& resolved, const S& defaults, const std::string& path,
-                         std::vector<std::string>& out) {
-    const std::vector<Item>& list = reach(defaults, members...);
-    if (!resolved.is_array() || resolved.empty() || list.empty()) {
-      out.push_back(path + ": no entry on each side to compare its defaults with (give one empty entry)");
-      return;
-    }
-    compare_fields(fields, node.value("item", json::object()), resolved.at(0), list.front(), path + "[1]", out);
-  };
+  f.offset = offset_of<S>(members...);
+  f.ops = records_ops<Item>();
+  f.sub = std::make_shared<const std::vector<FieldBase>>(std::move(fields.list));
   return f;
 }
 
@@ -656,7 +750,7 @@ Fields<E> experiment_fields() {
 
 ExperimentConfig config_from_resolved(json& resolved) {
   ExperimentConfig c;
-  read_fields(experiment_fields(), resolved, c, "");
+  read_fields(experiment_fields().list, resolved, &c, "");
   // Unset optional keys are written as null, so config.json shows every key.
   json& stop = resolved.at("stop");
   for (const char* k : {"target_accuracy", "target_loss", "max_iterations", "max_seconds"})
@@ -667,7 +761,7 @@ ExperimentConfig config_from_resolved(json& resolved) {
 std::vector<std::string> schema_disagreements(const json& lua_schema, const json& resolved,
                                               const ExperimentConfig& defaults) {
   std::vector<std::string> out;
-  compare_fields(experiment_fields(), lua_schema, resolved, defaults, "", out);
+  compare_fields(experiment_fields().list, lua_schema, resolved, &defaults, "", out);
   return out;
 }
 

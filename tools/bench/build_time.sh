@@ -14,8 +14,10 @@
 # Packages must already be installed (`tools/install-deps.sh python3-torch`); ccache
 # is switched off (CCACHE_DISABLE=1) whether installed or not.
 #
-# usage: tools/bench/build_time.sh [--baseline REV] [--new REV] [--only quickstart|test|rebuild]
+# usage: tools/bench/build_time.sh [--baseline REV|none] [--new REV] [--only quickstart|test|rebuild]
 #                                  [--work DIR] [--jobs N]
+# --baseline none: the new commit's figures only (a baseline measured earlier that
+# day gives the ratio by hand).
 # Prints one line per figure; writes WORK/build_time.json.
 set -euo pipefail
 
@@ -32,14 +34,15 @@ while [[ $# -gt 0 ]]; do
     --only) only=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
-    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,21p "$0"; exit 0 ;;
     *) echo "build_time.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 export CCACHE_DISABLE=1 JOBS=$jobs
 rm -rf "$work"; mkdir -p "$work"
 new_sha=$(git -C "$repo" rev-parse --short "$new")
-base_sha=$(git -C "$repo" rev-parse --short "$baseline")
+base_sha=none
+[[ $baseline == none ]] || base_sha=$(git -C "$repo" rev-parse --short "$baseline")
 echo "build_time: new $new_sha against baseline $base_sha, $jobs jobs, $(nproc) cores, ccache off, work $work"
 
 clone() {  # clone REV DIR: a fresh clone at REV
@@ -82,7 +85,7 @@ timed_make_test() {  # DIR LIMIT_S LOG -> prints seconds, or "cut"
 }
 
 suite_seconds() { grep -oE 'Total Test time \(real\) = +[0-9.]+' "$1" | grep -oE '[0-9.]+$' || echo "?"; }
-minutes() { [[ $1 == cut || $1 == failed || $1 == "?" ]] && echo "$1" || printf '%.1f min' "$(echo "$1 / 60" | bc -l)"; }
+minutes() { [[ $1 == cut || $1 == failed || $1 == "?" ]] && echo "$1" || printf '%.1f min (%.0f s)' "$(echo "$1 / 60" | bc -l)" "$1"; }
 ratio() {  # baseline new limit_factor
   if [[ $1 == cut ]]; then echo "more than ${3}x (baseline cut off at ${3}x)"
   elif [[ $1 == failed || $2 == failed ]]; then echo "n/a"
@@ -96,7 +99,7 @@ if [[ $only == all || $only == quickstart || $only == rebuild ]]; then
   q_new=$(timed_until_progress "$work/new-quickstart" 3600 "$work/new-quickstart.log")
   echo "make quickstart, new:      $(minutes "$q_new") to the first progress line"
   json+=", \"quickstart_new_s\": \"$q_new\""
-  if [[ $only != rebuild ]]; then
+  if [[ $only != rebuild && $baseline != none ]]; then
     clone "$baseline" "$work/base-quickstart"
     limit=$(printf '%.0f' "$(echo "$q_new * 10 + 1" | bc -l)")
     q_base=$(timed_until_progress "$work/base-quickstart" "$limit" "$work/base-quickstart.log")
@@ -120,12 +123,14 @@ if [[ $only == all || $only == test ]]; then
   s_new=$(suite_seconds "$work/new-test.log")
   echo "make test, new:      $(minutes "$t_new") in all, the suite's own run $(minutes "$s_new")"
   json+=", \"test_new_s\": \"$t_new\", \"suite_new_s\": \"$s_new\""
-  clone "$baseline" "$work/base-test"
-  limit=$(printf '%.0f' "$(echo "$t_new * 4 + 1" | bc -l)")
-  t_base=$(timed_make_test "$work/base-test" "$limit" "$work/base-test.log")
-  s_base=$(suite_seconds "$work/base-test.log")
-  echo "make test, baseline: $(minutes "$t_base") in all, the suite's own run $(minutes "$s_base"); new is $(ratio "$t_base" "$t_new" 4) faster"
-  json+=", \"test_baseline_s\": \"$t_base\", \"suite_baseline_s\": \"$s_base\""
+  if [[ $baseline != none ]]; then
+    clone "$baseline" "$work/base-test"
+    limit=$(printf '%.0f' "$(echo "$t_new * 4 + 1" | bc -l)")
+    t_base=$(timed_make_test "$work/base-test" "$limit" "$work/base-test.log")
+    s_base=$(suite_seconds "$work/base-test.log")
+    echo "make test, baseline: $(minutes "$t_base") in all, the suite's own run $(minutes "$s_base"); new is $(ratio "$t_base" "$t_new" 4) faster"
+    json+=", \"test_baseline_s\": \"$t_base\", \"suite_baseline_s\": \"$s_base\""
+  fi
   rm -rf "$work/new-test" "$work/base-test"
 fi
 echo "$json}" >"$work/build_time.json"

@@ -1,6 +1,7 @@
 #include "engine/script/lua_state.hpp"
 
 #include "bindings/lpsolve.hpp"
+#include "engine/core/build_paths.hpp"
 
 #include <luajit.h>
 
@@ -96,7 +97,7 @@ std::string tandem_root() {
   if (const char* home = std::getenv("TANDEM_HOME"); home && *home)
     root = home;
   else
-    root = TANDEM_SOURCE_DIR;
+    root = configured_source_dir();
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   return root;
 }

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "engine/core/build_paths.hpp"
 #include "engine/core/clock.hpp"
 #include "engine/script/budget.hpp"
 
@@ -33,18 +34,6 @@ constexpr double kStartGraceMs = 3000.0;
 // On top of the budget's wall-clock backstop (budget.hpp), which the worker applies
 // itself: its own interruption, and the round trip, come before the host's verdict.
 constexpr double kReplyGraceMs = 2000.0;
-
-// Waits until fd is readable (or closed, or in error: the read then says which) or
-// deadline_ms passes; false on the deadline.
-bool wait_readable(int fd, double deadline_ms) {
-  for (;;) {
-    const double left = deadline_ms - now_ms();
-    if (left <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::ceil(std::min(left, 1e9))));
-    if (n > 0 || (n < 0 && errno != EINTR)) return true;
-  }
-}
 
 // A process's CPU time from /proc/PID/stat (utime + stime, in clock ticks), where
 // its CPU clock cannot be read; NaN when the process is gone.
@@ -94,7 +83,7 @@ std::string policy_worker_path() {
     const auto beside = self.parent_path() / "tandem-policy-worker";
     if (std::filesystem::exists(beside, ec)) return beside.string();
   }
-  return TANDEM_POLICY_WORKER;
+  return configured_policy_worker();
 }
 
 // Validation bounds policy.budget_ms; the clamp keeps a deadline finite whatever

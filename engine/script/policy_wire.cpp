@@ -109,9 +109,6 @@ PolicyAnswer get_answer(WireReader& r) {
   return a;
 }
 
-namespace {
-
-// Waits until fd is readable or the deadline passes; false on the deadline.
 bool wait_readable(int fd, double deadline_ms) {
   for (;;) {
     const double left = deadline_ms - now_ms();
@@ -123,6 +120,8 @@ bool wait_readable(int fd, double deadline_ms) {
     if (n < 0 && errno != EINTR) return true;  // let the read report it
   }
 }
+
+namespace {
 
 bool read_exact(int fd, char* out, size_t n, double deadline_ms, bool* timed_out) {
   size_t done = 0;

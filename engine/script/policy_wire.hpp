@@ -87,6 +87,9 @@ PolicyAnswer get_answer(WireReader& r);
 // One frame on fd: false when the peer has gone (EOF, a broken pipe) or the frame is
 // malformed. recv_frame waits until deadline_ms (now_ms()'s clock; +inf: for ever)
 // and sets *timed_out when it passed.
+// Waits until fd is readable (or closed, or in error: the read then says which) or
+// deadline_ms (now_ms()'s clock; infinity: none) passes; false on the deadline.
+bool wait_readable(int fd, double deadline_ms);
 bool send_frame(int fd, const std::string& payload);
 bool recv_frame(int fd, std::string& payload, double deadline_ms, bool* timed_out = nullptr);
 

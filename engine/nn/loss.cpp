@@ -7,11 +7,11 @@
 namespace tandem {
 
 namespace {
-constexpr size_t kFloats = 2 * sizeof(double) / sizeof(float);  // the 2 doubles' storage
+constexpr size_t kStatFloats = 2 * sizeof(double) / sizeof(float);  // the 2 doubles' storage
 }  // namespace
 
 double* LossTotals::on(Device& dev) {
-  if (!buffer_.defined() || &buffer_.device() != &dev) buffer_ = Tensor(dev, {kFloats});
+  if (!buffer_.defined() || &buffer_.device() != &dev) buffer_ = Tensor(dev, {kStatFloats});
   return reinterpret_cast<double*>(buffer_.data());
 }
 

@@ -14,7 +14,18 @@
 # build a fifth of its time (`make quickstart` on 2 cores; docs/testing.md). The
 # check keeps what the issue asks of CI: a kernel or CUDA host file that no longer
 # compiles fails `make test`'s build.
+# A build folder from before AUTO holds the old option(), a BOOL whose default was ON:
+# it becomes AUTO (OFF stays OFF).
+get_property(TANDEM_WITH_CUDA_TYPE CACHE TANDEM_WITH_CUDA PROPERTY TYPE)
+if(TANDEM_WITH_CUDA_TYPE STREQUAL "BOOL")
+  if(TANDEM_WITH_CUDA)
+    set(TANDEM_WITH_CUDA AUTO CACHE STRING "" FORCE)
+  else()
+    set(TANDEM_WITH_CUDA OFF CACHE STRING "" FORCE)
+  endif()
+endif()
 set(TANDEM_WITH_CUDA AUTO CACHE STRING "CUDA backend: AUTO (where a GPU is visible or CMAKE_CUDA_ARCHITECTURES is set), ON or OFF")
+set_property(CACHE TANDEM_WITH_CUDA PROPERTY HELPSTRING "CUDA backend: AUTO (where a GPU is visible or CMAKE_CUDA_ARCHITECTURES is set), ON or OFF")
 set_property(CACHE TANDEM_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
 string(TOUPPER "${TANDEM_WITH_CUDA}" TANDEM_WITH_CUDA_MODE)
 if(TANDEM_WITH_CUDA_MODE MATCHES "^(1|Y|YES|TRUE)$")
@@ -33,12 +44,20 @@ if(NOT TANDEM_WITH_CUDA_MODE STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
-  if(CMAKE_CUDA_COMPILER)
-    get_filename_component(CUDAToolkit_ROOT "${CMAKE_CUDA_COMPILER}/../.." ABSOLUTE)
+  if(CMAKE_CUDA_COMPILER AND IS_ABSOLUTE "${CMAKE_CUDA_COMPILER}")
+    get_filename_component(TANDEM_NVCC_REAL "${CMAKE_CUDA_COMPILER}" REALPATH)
+    get_filename_component(CUDAToolkit_ROOT "${TANDEM_NVCC_REAL}/../.." ABSOLUTE)
+  endif()
+  # CMake reads CUDAARCHS only in enable_language(CUDA): read here, it chooses the
+  # backend as -DCMAKE_CUDA_ARCHITECTURES does.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT "$ENV{CUDAARCHS}" STREQUAL "")
+    set(CMAKE_CUDA_ARCHITECTURES "$ENV{CUDAARCHS}" CACHE STRING "CUDA architectures (from CUDAARCHS)")
   endif()
   find_package(CUDAToolkit QUIET)
   set(TANDEM_CUDA_WHY "no CUDA toolkit found (nvcc)")
-  if(CUDAToolkit_FOUND)
+  if(CUDAToolkit_FOUND AND NOT CUDAToolkit_NVCC_EXECUTABLE)
+    set(TANDEM_CUDA_WHY "a CUDA toolkit without nvcc at ${CUDAToolkit_BIN_DIR}")
+  elseif(CUDAToolkit_FOUND)
     # cuDNN (convolution, pooling) and NCCL (collectives) ship beside the toolkit on
     # these machines; the CUDA backend needs both, or it stays off with a reason.
     find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)

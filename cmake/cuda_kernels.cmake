@@ -43,11 +43,15 @@ elseif(TANDEM_CUDA_CHECK)
   if(CCACHE_PROGRAM)
     set(TANDEM_NVCC_LAUNCHER ${CCACHE_PROGRAM})
   endif()
+  # The depfile: the kernels include engine and kernels/ headers too, and a change
+  # there must rerun the check.
   add_custom_command(OUTPUT ${TANDEM_CUDA_CHECK_OBJECT}
     COMMAND ${TANDEM_NVCC_LAUNCHER} ${CUDAToolkit_NVCC_EXECUTABLE} -std=c++17 --expt-relaxed-constexpr
             -arch=compute_80 -code=compute_80 -DTANDEM_HAVE_CUDA=1 -DNDEBUG
             -I${CMAKE_CURRENT_SOURCE_DIR} -I${CUDNN_INCLUDE_DIR} -I${NCCL_INCLUDE_DIR}
+            -MD -MF ${TANDEM_CUDA_CHECK_OBJECT}.d
             -c ${TANDEM_CUDA_UNITY} -o ${TANDEM_CUDA_CHECK_OBJECT}
+    DEPFILE ${TANDEM_CUDA_CHECK_OBJECT}.d
     DEPENDS ${TANDEM_CUDA_KERNELS} ${TANDEM_CUDA_HEADERS} ${TANDEM_CUDA_UNITY}
     COMMENT "Compiling the CUDA kernels as a check (no GPU here: tandem runs without them)"
     VERBATIM)
@@ -58,4 +62,6 @@ elseif(TANDEM_CUDA_CHECK)
   target_include_directories(tandem_cuda_check PRIVATE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
   target_compile_definitions(tandem_cuda_check PRIVATE TANDEM_HAVE_CUDA=1 TANDEM_SOURCE_DIR="${TANDEM_SOURCE_DIR}")
   target_compile_options(tandem_cuda_check PRIVATE $<$<CONFIG:Release>:-O0>)
+  # Each GPU test has its own main(): never one unity file (-DCMAKE_UNITY_BUILD=ON).
+  set_target_properties(tandem_cuda_check PROPERTIES UNITY_BUILD OFF)
 endif()

@@ -22,10 +22,12 @@ foreach(kernel ${TANDEM_CUDA_KERNELS})
   string(APPEND TANDEM_CUDA_UNITY_TEXT "#include \"${kernel}\"\n")
 endforeach()
 set(TANDEM_CUDA_UNITY ${CMAKE_CURRENT_BINARY_DIR}/tandem_cuda_kernels.cu)
+if(TANDEM_HAVE_CUDA OR TANDEM_CUDA_CHECK)
+  file(CONFIGURE OUTPUT ${TANDEM_CUDA_UNITY} CONTENT "${TANDEM_CUDA_UNITY_TEXT}")
+endif()
 
 if(TANDEM_HAVE_CUDA)
   if(TANDEM_UNITY_BUILD)
-    file(CONFIGURE OUTPUT ${TANDEM_CUDA_UNITY} CONTENT "${TANDEM_CUDA_UNITY_TEXT}")
     target_sources(tandem_engine PRIVATE ${TANDEM_CUDA_UNITY})
   else()
     target_sources(tandem_engine PRIVATE ${TANDEM_CUDA_KERNELS})
@@ -37,7 +39,6 @@ elseif(TANDEM_CUDA_CHECK)
   # The kernels through nvcc directly (enabling CMake's CUDA language would cost
   # every configure nvcc's detection): PTX for one virtual architecture, as a
   # GPU-less backend build compiles them.
-  file(CONFIGURE OUTPUT ${TANDEM_CUDA_UNITY} CONTENT "${TANDEM_CUDA_UNITY_TEXT}")
   set(TANDEM_CUDA_CHECK_OBJECT ${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/tandem_cuda_check.dir/tandem_cuda_kernels.o)
   set(TANDEM_NVCC_LAUNCHER)
   if(CCACHE_PROGRAM)

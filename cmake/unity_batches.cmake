@@ -3,8 +3,8 @@
 # UNITY_BUILD_MODE GROUP; the target sets it). CMake's own BATCH mode cuts a list in
 # order, so one more file anywhere moved which files share a batch: a group of its
 # own keeps the files that parse nlohmann/json together whatever else is added.
-# Sources that cannot share a batch (SKIP_UNITY_BUILD_INCLUSION, or definitions of
-# their own) are left out by the caller; they compile alone.
+# Sources that cannot share a batch are left out by the caller: in GROUP mode a
+# source without a group compiles alone.
 function(tandem_unity_batches target name size)
   set(sources ${ARGN})
   list(LENGTH sources n)

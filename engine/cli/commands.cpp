@@ -2,19 +2,11 @@
 // report, attach, sample, test, version, and the dispatch that main() calls. Their
 // options, usages and help live in engine/cli/usage.cpp (one table per subcommand);
 // this file does what each does.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <thread>
-#include <set>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -25,20 +17,12 @@
 #include "engine/core/error.hpp"
 #include "engine/core/gpu_probe.hpp"
 #include "engine/core/log.hpp"
-#include "engine/dist/comm.hpp"
-#include "engine/core/cuda_device.hpp"
-#include "engine/dist/launcher.hpp"
-#include "engine/dist/nccl_comm.hpp"
-#include "engine/script/repl.hpp"
 #include "engine/script/repl_client.hpp"
-#include "engine/script/console_screen.hpp"
 #include "engine/train/record/run_dir.hpp"
-#include "engine/train/checkpoint/file.hpp"
 #include <nlohmann/json.hpp>
 #include "engine/data/datasets.hpp"
 #include "engine/data/sampler.hpp"
 #include "engine/nn/model.hpp"
-#include "engine/nn/sgd.hpp"
 #include "engine/sim/simulator.hpp"
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/emulation/calibration.hpp"
@@ -49,23 +33,17 @@
 #include "engine/script/policy_host.hpp"
 #include "engine/train/control.hpp"
 #include "engine/train/memory_check.hpp"
-#include "engine/train/elastic.hpp"
-#include "engine/train/interrupt.hpp"
 #include "engine/train/trainer.hpp"
 #include "engine/cli/commands.hpp"
 
 namespace tandem::cli {
 
-
-// Parses a subcommand's arguments by its option table (engine/cli/usage.cpp). Returns
-// -1 to go on with *line filled, else the exit status: 0 after its --help, 2 after a
-// usage error.
 int parse_or_exit(const std::string& name, const std::vector<std::string>& args, CommandLine* line) {
-  const tandem::cli::Command& cmd = *tandem::cli::find_command(name);
-  const std::string wrong = tandem::cli::parse_command_line(cmd, args, line);
+  const Command& cmd = *find_command(name);
+  const std::string wrong = parse_command_line(cmd, args, line);
   if (!wrong.empty()) return usage_error(wrong, &cmd);
   if (line->help) {
-    std::fputs(tandem::cli::command_help(cmd).c_str(), stdout);
+    std::fputs(command_help(cmd).c_str(), stdout);
     return 0;
   }
   if (line->operand.empty() && !cmd.operand.empty() && !(name == "run" && line->has("--resume")))
@@ -73,8 +51,6 @@ int parse_or_exit(const std::string& name, const std::vector<std::string>& args,
   return -1;
 }
 
-// --out DIR, --workers N, --log-level L, --hostfile FILE and --host LIST as the
-// overrides they stand for.
 void options_as_overrides(const CommandLine& line, std::vector<std::string>* overrides) {
   if (line.has("--out")) overrides->push_back("out_dir=" + line["--out"]);
   if (line.has("--log-level")) overrides->push_back("log_level=" + line["--log-level"]);

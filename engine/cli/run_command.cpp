@@ -7,23 +7,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <thread>
-#include <set>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/cli/dry_run.hpp"
 #include "engine/cli/options.hpp"
-#include "engine/cli/sample.hpp"
 #include "engine/cli/usage.hpp"
 #include "engine/core/error.hpp"
-#include "engine/core/gpu_probe.hpp"
 #include "engine/core/log.hpp"
 #include "engine/dist/comm.hpp"
 #include "engine/core/cuda_device.hpp"
@@ -35,19 +30,8 @@
 #include "engine/train/record/run_dir.hpp"
 #include "engine/train/checkpoint/file.hpp"
 #include <nlohmann/json.hpp>
-#include "engine/data/datasets.hpp"
-#include "engine/data/sampler.hpp"
-#include "engine/nn/model.hpp"
-#include "engine/nn/sgd.hpp"
-#include "engine/sim/simulator.hpp"
-#include "engine/train/batch_loader.hpp"
-#include "engine/train/emulation/calibration.hpp"
-#include "engine/train/step.hpp"
 #include "engine/script/experiment_loader.hpp"
-#include "engine/script/lua_state.hpp"
-#include "engine/script/lua_test_runner.hpp"
 #include "engine/script/policy_host.hpp"
-#include "engine/train/control.hpp"
 #include "engine/train/memory_check.hpp"
 #include "engine/train/elastic.hpp"
 #include "engine/train/interrupt.hpp"

@@ -233,12 +233,7 @@ Field<S> custom(const char* key, std::string kind, std::string item, bool option
 // A key resolve() uses and folds into others; C++ reads nothing of it.
 template <typename S>
 Field<S> lua_only(const char* key, std::string kind, std::string item = "", bool optional = true) {
-  Field<S> f;
-  f.key = key;
-  f.kind = std::move(kind);
-  f.item = std::move(item);
-  f.optional = optional;
-  return f;
+  return custom<S>(key, std::move(kind), std::move(item), optional, nullptr, nullptr);
 }
 
 // A key resolve() adds beyond the schema, for the record only.

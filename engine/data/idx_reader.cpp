@@ -2,17 +2,33 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "engine/core/error.hpp"
+#include "engine/data/inflated_cache.hpp"
 
 namespace tandem {
 
 namespace {
 
-std::vector<uint8_t> gunzip_file(const std::string& path, const std::string& package) {
+// gzip's trailer holds the inflated size modulo 2^32: a hint to allocate once, where
+// growing the buffer copied the 47 MB of images several times.
+size_t inflated_size_hint(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return 0;
+  uint8_t t[4] = {};
+  const bool ok = std::fseek(f, -4, SEEK_END) == 0 && std::fread(t, 1, 4, f) == 4;
+  std::fclose(f);
+  const size_t hint = ok ? (size_t(t[0]) | size_t(t[1]) << 8 | size_t(t[2]) << 16 | size_t(t[3]) << 24) : 0;
+  return std::min<size_t>(hint, size_t(1) << 30);
+}
+
+SharedBytes gunzip_file(const std::string& path, const std::string& package) {
   if (!std::filesystem::exists(path))
     TANDEM_FAIL_HINT("install the data set with `apt-get install " + package +
                          "`, or point data.dir=... at a folder holding the IDX files",
@@ -20,10 +36,13 @@ std::vector<uint8_t> gunzip_file(const std::string& path, const std::string& pac
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) TANDEM_FAIL_HINT("check the file's permissions", "cannot open data file '", path, "'");
   gzbuffer(f, 1 << 20);
-  std::vector<uint8_t> out;
-  std::vector<uint8_t> chunk(1 << 22);
+  auto out = std::make_shared<std::vector<uint8_t>>();
+  out->resize(std::max<size_t>(inflated_size_hint(path), 1 << 16));
+  size_t filled = 0;
   for (;;) {
-    const int n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
+    if (filled == out->size()) out->resize(out->size() * 2);
+    const size_t room = std::min<size_t>(out->size() - filled, 1u << 30);
+    const int n = gzread(f, out->data() + filled, static_cast<unsigned>(room));
     if (n < 0) {
       int errnum = 0;
       std::string msg = gzerror(f, &errnum);
@@ -32,8 +51,9 @@ std::vector<uint8_t> gunzip_file(const std::string& path, const std::string& pac
                        "' is corrupt: ", msg);
     }
     if (n == 0) break;
-    out.insert(out.end(), chunk.begin(), chunk.begin() + n);
+    filled += static_cast<size_t>(n);
   }
+  out->resize(filled);
   // gzread stops quietly at a truncated stream; zlib only records it (and gzclose reports it).
   int errnum = 0;
   const std::string zmsg = gzerror(f, &errnum);
@@ -41,43 +61,63 @@ std::vector<uint8_t> gunzip_file(const std::string& path, const std::string& pac
   if (errnum != Z_OK || rc != Z_OK)
     TANDEM_FAIL_HINT("reinstall it with `apt-get install --reinstall " + package + "`", "data file '", path,
                      "' is truncated or corrupt (zlib: ", errnum != Z_OK ? zmsg : "error " + std::to_string(rc),
-                     ", after ", out.size(), " decompressed bytes)");
-  return out;
+                     ", after ", filled, " decompressed bytes)");
+  SharedBytes bytes;
+  bytes.data = out->data();
+  bytes.size = out->size();
+  bytes.owner = std::move(out);
+  return bytes;
 }
 
 uint32_t big_endian(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
 }
 
-}  // namespace
-
-IdxArray read_idx_gz(const std::string& path, int expected_ndim, const std::string& package) {
-  std::vector<uint8_t> raw = gunzip_file(path, package);
+// The IDX array in `raw`, the whole inflated content of `path`.
+IdxArray parse_idx(SharedBytes raw, const std::string& path, int expected_ndim, const std::string& package) {
   const std::string reinstall = "reinstall it with `apt-get install --reinstall " + package + "`";
   // The magic first: a file of the wrong kind should be reported as such, not as short.
-  if (raw.size() < 4)
-    TANDEM_FAIL_HINT(reinstall, "data file '", path, "' is too short (", raw.size(), " bytes) to be an IDX file");
-  const uint32_t magic = big_endian(raw.data());
+  if (raw.size < 4)
+    TANDEM_FAIL_HINT(reinstall, "data file '", path, "' is too short (", raw.size, " bytes) to be an IDX file");
+  const uint32_t magic = big_endian(raw.data);
   const uint32_t want = 0x0800u + static_cast<uint32_t>(expected_ndim);
   if (magic != want)
     TANDEM_FAIL_HINT(reinstall, "data file '", path, "' has IDX magic ", magic, ", expected ", want,
                      " (unsigned bytes, ", expected_ndim, " dimensions)");
   const size_t header = 4 + 4 * static_cast<size_t>(expected_ndim);
-  if (raw.size() < header)
-    TANDEM_FAIL_HINT(reinstall, "data file '", path, "' is too short (", raw.size(), " bytes) for its IDX header of ",
+  if (raw.size < header)
+    TANDEM_FAIL_HINT(reinstall, "data file '", path, "' is too short (", raw.size, " bytes) for its IDX header of ",
                      expected_ndim, " dimensions");
   IdxArray a;
   // A corrupt header can announce more than 2^64 bytes: saturate instead of wrapping.
   uint64_t count = 1;
   for (int i = 0; i < expected_ndim; ++i) {
-    const uint32_t dim = big_endian(raw.data() + 4 + 4 * i);
+    const uint32_t dim = big_endian(raw.data + 4 + 4 * i);
     a.dims.push_back(dim);
     count = (dim != 0 && count > UINT64_MAX / dim) ? UINT64_MAX : count * dim;
   }
-  if (raw.size() - header != count)
-    TANDEM_FAIL_HINT(reinstall, "data file '", path, "' holds ", raw.size() - header, " data bytes but its header says ",
+  if (raw.size - header != count)
+    TANDEM_FAIL_HINT(reinstall, "data file '", path, "' holds ", raw.size - header, " data bytes but its header says ",
                      count, " (", expected_ndim, " dimensions): the file is truncated or padded");
-  a.bytes.assign(raw.begin() + static_cast<std::ptrdiff_t>(header), raw.end());
+  a.data = raw.data + header;
+  a.size = raw.size - header;
+  a.owner = std::move(raw.owner);
+  return a;
+}
+
+}  // namespace
+
+IdxArray read_idx_gz(const std::string& path, int expected_ndim, const std::string& package) {
+  if (SharedBytes cached = cached_inflated(path); cached.owner) {
+    try {
+      return parse_idx(std::move(cached), path, expected_ndim, package);
+    } catch (const std::exception&) {
+      // A cache file that does not parse (damaged, or another version's): inflate again.
+    }
+  }
+  SharedBytes raw = gunzip_file(path, package);
+  IdxArray a = parse_idx(raw, path, expected_ndim, package);
+  cache_inflated(path, raw.data, raw.size);
   return a;
 }
 

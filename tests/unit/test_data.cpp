@@ -19,6 +19,7 @@
 #include "engine/data/datasets.hpp"
 #include "engine/data/fashion_mnist.hpp"
 #include "engine/data/idx_reader.hpp"
+#include "engine/data/inflated_cache.hpp"
 #include "engine/data/synthetic.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -214,7 +215,74 @@ BOOST_AUTO_TEST_CASE(bad_idx_contents_are_reported) {
   write_idx_gz(good_path, 2051, {2, 1, 3}, {0, 1, 2, 3, 4, 255});
   IdxArray a = read_idx_gz(good_path, 3, "dataset-fashion-mnist");
   BOOST_TEST(a.dims == (std::vector<uint32_t>{2, 1, 3}));
-  BOOST_TEST(a.bytes == (std::vector<uint8_t>{0, 1, 2, 3, 4, 255}));
+  BOOST_TEST(std::vector<uint8_t>(a.data, a.data + a.size) == (std::vector<uint8_t>{0, 1, 2, 3, 4, 255}));
+}
+
+// The inflated cache (engine/data/inflated_cache.hpp): a second read is served from
+// the cache file, a changed source is inflated again, a damaged cache file is passed
+// over, and TANDEM_CACHE_DIR=off writes nothing.
+BOOST_AUTO_TEST_CASE(inflated_copies_are_cached_and_kept_current) {
+  TempDir tmp("data");
+  const std::string cache = tmp.file("cache");
+  ::setenv("TANDEM_CACHE_DIR", cache.c_str(), 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("TANDEM_CACHE_DIR"); }
+  } unset;
+  BOOST_TEST(inflated_cache_dir() == cache + "/inflated");
+  auto entries = [&] {
+    std::vector<fs::path> out;
+    if (fs::exists(cache + "/inflated"))
+      for (const auto& e : fs::directory_iterator(cache + "/inflated")) out.push_back(e.path());
+    return out;
+  };
+  // 2 MiB of images: large enough to be cached.
+  std::vector<uint8_t> payload(2048 * 32 * 32);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7 + 3);
+  const std::string path = tmp.file("images.gz");
+  write_idx_gz(path, 2051, {2048, 32, 32}, payload);
+  auto read = [&] {
+    IdxArray a = read_idx_gz(path, 3, "dataset-fashion-mnist");
+    return std::vector<uint8_t>(a.data, a.data + a.size);
+  };
+  BOOST_TEST(read() == payload);
+  auto files = entries();
+  BOOST_REQUIRE_EQUAL(files.size(), 1u);
+  BOOST_TEST(fs::file_size(files[0]) == payload.size() + 16);
+
+  // The second read maps the cache file: a byte changed there shows.
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(16);
+    f.put(static_cast<char>(payload[0] ^ 0xff));
+  }
+  std::vector<uint8_t> served = read();
+  BOOST_REQUIRE_EQUAL(served.size(), payload.size());
+  BOOST_TEST(served[0] == (payload[0] ^ 0xff));
+
+  // A new source (its modification time changes) is inflated again, and its stale
+  // copy leaves the cache.
+  payload[5] = 99;
+  ::usleep(20000);
+  write_idx_gz(path, 2051, {2048, 32, 32}, payload);
+  BOOST_TEST(read() == payload);
+  files = entries();
+  BOOST_REQUIRE_EQUAL(files.size(), 1u);
+
+  // A damaged (truncated) cache file is passed over: the source is inflated again.
+  fs::resize_file(files[0], 100);
+  BOOST_TEST(read() == payload);
+  BOOST_TEST(fs::file_size(entries().at(0)) == payload.size() + 16);
+
+  // Small files are not cached; TANDEM_CACHE_DIR=off caches nothing.
+  const std::string small = tmp.file("small.gz");
+  write_idx_gz(small, 2049, {3}, {1, 2, 3});
+  BOOST_TEST(read_idx_gz(small, 1, "dataset-fashion-mnist").size == 3u);
+  BOOST_TEST(entries().size() == 1u);
+  ::setenv("TANDEM_CACHE_DIR", "off", 1);
+  BOOST_TEST(inflated_cache_dir() == "");
+  fs::remove_all(cache);
+  BOOST_TEST(read() == payload);
+  BOOST_TEST(!fs::exists(cache));
 }
 
 BOOST_AUTO_TEST_CASE(inconsistent_pair_is_reported) {

@@ -5,7 +5,6 @@
 // binary under an external mpirun, and the single-rank fast path.
 // Runs are short (30-60 iterations of a 64-unit MLP) so the file fits in about a
 // minute on two cores.
-#define BOOST_TEST_MODULE distributed
 #include <boost/test/unit_test.hpp>
 
 #include <sys/wait.h>
@@ -25,6 +24,8 @@
 #include <vector>
 
 #include "tests/integration/tandem_run.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_distributed)  // ctest's integration.distributed (tests/integration/CMakeLists.txt)
 
 using namespace tandem::testing;
 using nlohmann::json;
@@ -268,3 +269,5 @@ BOOST_AUTO_TEST_CASE(single_rank_fast_path) {
     BOOST_TEST(row["workers"][0]["idle_ms"].get<double>() == 0.0);
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_distributed

@@ -5,7 +5,6 @@
 // agree within float tolerance. The model has dropout, whose masks must not depend
 // on the split either. Batch norm with statistics over the global batch keeps this
 // exact too.
-#define BOOST_TEST_MODULE plan_equivalence
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -19,6 +18,8 @@
 #include <vector>
 
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_plan_equivalence)  // ctest's integration.plan_equivalence (tests/integration/CMakeLists.txt)
 
 using namespace tandem::testing;
 
@@ -180,3 +181,5 @@ BOOST_AUTO_TEST_CASE(plans_that_change_the_global_batch_train_like_one_worker) {
   BOOST_TEST(*std::max_element(batches.begin(), batches.end()) <= 300);
   BOOST_TEST(std::set<int64_t>(batches.begin(), batches.end()).size() > 10u);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_plan_equivalence

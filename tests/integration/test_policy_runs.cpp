@@ -3,7 +3,6 @@
 // trains; a policy that fails every call never stops training; a policy file that
 // changes during the run is swapped in with its state; lbb balances an emulated
 // heterogeneous cluster. Runs are short (a 64-unit MLP, tens of iterations).
-#define BOOST_TEST_MODULE policy_runs
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
@@ -17,6 +16,8 @@
 
 #include "engine/core/clock.hpp"
 #include "tests/integration/tandem_run.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_policy_runs)  // ctest's integration.policy_runs (tests/integration/CMakeLists.txt)
 
 using namespace tandem::testing;
 
@@ -199,3 +200,5 @@ BOOST_AUTO_TEST_CASE(lbb_balances_an_emulated_cluster) {
   BOOST_TEST(last[0] > 2 * last[2]);
   BOOST_TEST(last[2] > last[3]);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_policy_runs

@@ -6,7 +6,6 @@
 // iterations; a policy switching modes at every decision (bsp, local, grouped,
 // ksync, ASGD, back to bsp) trains on, every rank agreeing on the weights' version
 // at every meeting (a disagreement aborts the run), and learns.
-#define BOOST_TEST_MODULE sync_modes
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -16,6 +15,8 @@
 #include <vector>
 
 #include "tests/integration/tandem_run.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_sync_modes)  // ctest's integration.sync_modes (tests/integration/CMakeLists.txt)
 
 using namespace tandem::testing;
 
@@ -180,3 +181,5 @@ BOOST_AUTO_TEST_CASE(switching_modes_at_every_decision_is_safe) {
   BOOST_TEST(s["sync"]["gradients_applied"].get<int64_t>() + s["sync"]["gradients_dropped"].get<int64_t>() == pushed);
   BOOST_TEST(s["test_accuracy"].get<double>() > 0.6, "accuracy " << s["test_accuracy"]);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_sync_modes

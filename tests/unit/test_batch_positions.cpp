@@ -3,7 +3,6 @@
 // after the last one drawn; an epoch's tail shorter than B is skipped, so no global
 // batch holds a sample twice; a resumed run's positions go on where they stopped.
 // And the learning-rate factors of lr_scaling, and the noise-scale estimator.
-#define BOOST_TEST_MODULE batch_positions
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -15,6 +14,8 @@
 #include "engine/data/sampler.hpp"
 #include "engine/nn/lr_schedule.hpp"
 #include "engine/train/noise_scale.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_batch_positions)  // ctest's unit.test_batch_positions (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -113,3 +114,5 @@ BOOST_AUTO_TEST_CASE(the_noise_scale_is_recovered_from_expected_norms) {
   unmeasured.observe(w, 1.0);
   BOOST_TEST(!unmeasured.known());
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_batch_positions

@@ -5,7 +5,6 @@
 // (a full disk, here /dev/full) leaves the checkpoints that were there intact.
 // And the policy's state through a checkpoint: save() as a Lua literal, read back
 // by restore() in a fresh state, values exact (NaN, infinities, odd strings).
-#define BOOST_TEST_MODULE checkpoint
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -23,6 +22,8 @@
 #include "engine/train/worker_stats.hpp"
 #include "tests/unit/checkpoint_sample.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_checkpoint)  // ctest's unit.test_checkpoint (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -222,3 +223,5 @@ return P
   PolicySandbox a(file, {1000.0, 32.0});
   CHECK_CONTAINS(policy_failure_of([&] { a.save_literal(); }), "plain data");
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_checkpoint

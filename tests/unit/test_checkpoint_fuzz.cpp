@@ -12,7 +12,6 @@
 // another exception, never a crash. Build with -fsanitize=address to have a heap
 // overflow fail loudly rather than pass by luck. TANDEM_FUZZ_SEED=n explores other
 // random cases; the suite runs the fixed seed in well under a few seconds.
-#define BOOST_TEST_MODULE checkpoint_fuzz
 #include <boost/test/unit_test.hpp>
 
 #include "engine/core/log.hpp"
@@ -42,6 +41,8 @@
 #include "engine/train/checkpoint/run_checkpoints.hpp"
 #include "tests/unit/checkpoint_sample.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_checkpoint_fuzz)  // ctest's unit.test_checkpoint_fuzz (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -520,3 +521,5 @@ BOOST_AUTO_TEST_CASE(payload_bits_flipped) {
   b.accepted("the file as written", good);
   b.ran_at_least(300, 150);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_checkpoint_fuzz

@@ -3,7 +3,6 @@
 // normalisation, the augmentation's crops and flips (each output found among the 162
 // crops and flips of its padded image), its independence from the batch a sample is
 // gathered in, the errors a user meets; and the CIFAR ResNet-18's size.
-#define BOOST_TEST_MODULE cifar10
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -18,6 +17,8 @@
 #include "engine/nn/model.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_cifar10)  // ctest's unit.test_cifar10 (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -173,3 +174,5 @@ BOOST_AUTO_TEST_CASE(the_cifar_resnet18) {
   const std::string plain = tmp.write("p.lua", "return { model = 'resnet', data = { name = 'cifar10' } }");
   CHECK_CONTAINS(error_of([&] { load_experiment(plain, {}); }), "data/cifar-10-batches-bin");
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_cifar10

@@ -1,13 +1,14 @@
 // The Control message and its wire: what rank 0 decides and what each rank says of
 // its own step reach every rank intact through a SUM of every rank's encoding (the
 // gradient all-reduce), and what a float cannot carry exactly is refused.
-#define BOOST_TEST_MODULE control
 #include <boost/test/unit_test.hpp>
 
 #include <vector>
 
 #include "engine/core/error.hpp"
 #include "engine/train/control.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_control)  // ctest's unit.test_control (tests/CMakeLists.txt)
 
 using namespace tandem;
 namespace tt = boost::test_tools;
@@ -148,3 +149,5 @@ BOOST_AUTO_TEST_CASE(a_plan_for_another_cluster_size_is_refused) {
   std::vector<float> out(wire.floats());
   BOOST_CHECK_THROW(wire.encode(c, 0, out.data()), Error);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_control

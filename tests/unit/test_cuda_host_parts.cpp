@@ -2,7 +2,6 @@
 // pool's bookkeeping (with a counting fake driver) and the row-major to
 // column-major GEMM mapping cuBLAS is called with (against cblas in column-major
 // mode, which follows the same convention).
-#define BOOST_TEST_MODULE cuda_host_parts
 #include <boost/test/unit_test.hpp>
 #include <cblas.h>
 
@@ -15,6 +14,8 @@
 #include "engine/core/gemm_layout.hpp"
 #include "engine/core/memory_pool.hpp"
 #include "kernels/cpu/gemm.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_cuda_host_parts)  // ctest's unit.test_cuda_host_parts (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -145,3 +146,5 @@ BOOST_AUTO_TEST_CASE(row_major_gemm_maps_onto_column_major_blas) {
         BOOST_TEST(std::abs(got[i] - want[i]) < 1e-5f, "ta " << ta << " tb " << tb << " element " << i);
     }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_cuda_host_parts

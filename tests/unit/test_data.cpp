@@ -1,7 +1,6 @@
 // The data sets: the Fashion-MNIST reader against the installed files (sizes, labels,
 // the normalisation), its errors for missing and damaged files, and the synthetic
 // data set's determinism and learnability.
-#define BOOST_TEST_MODULE data
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>
@@ -22,6 +21,8 @@
 #include "engine/data/inflated_cache.hpp"
 #include "engine/data/synthetic.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_data)  // ctest's unit.test_data (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -422,3 +423,5 @@ BOOST_AUTO_TEST_CASE(factory_chooses_and_rejects) {
   BOOST_TEST(contains(msg, "fashion-mnist"), msg);
   BOOST_TEST(contains(msg, "synthetic"), msg);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_data

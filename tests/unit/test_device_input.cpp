@@ -3,7 +3,6 @@
 // against the data set's own gather, bit for bit; the choice data.on_device makes,
 // and its errors; the batch loader and the evaluation through either way. The GPU's
 // side of the same checks is tests/gpu/test_cuda_device.cpp.
-#define BOOST_TEST_MODULE device_input
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -22,6 +21,8 @@
 #include "kernels/cpu/gather_rows.hpp"
 #include "tests/unit/byte_rows_dataset.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_device_input)  // ctest's unit.test_device_input (tests/CMakeLists.txt)
 
 using namespace tandem;
 using tandem::testing::ByteRowsDataset;
@@ -194,3 +195,5 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_batches_and_evaluation_agree) {
   BOOST_TEST(a.correct == b.correct);
   BOOST_TEST(a.count == 1600.0);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_device_input

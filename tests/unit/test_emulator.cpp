@@ -2,7 +2,6 @@
 // profiles, scheduled events, deterministic random slowdowns, speed traces, the
 // clamp at real speed, throughput estimates for a proportional plan, and the
 // config checks.
-#define BOOST_TEST_MODULE emulator
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -18,6 +17,8 @@
 #include "engine/train/emulation/emulator.hpp"
 #include "engine/train/emulation/speed_trace.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_emulator)  // ctest's unit.test_emulator (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -465,3 +466,5 @@ BOOST_AUTO_TEST_CASE(sleep_until_reaches_the_deadline) {
   BOOST_TEST(now_ms() >= deadline);
   CHECK_CONTAINS(error_of([] { sleep_until_ms(now_ms() + 1e9); }), "sleep");
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_emulator

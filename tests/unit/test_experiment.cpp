@@ -3,7 +3,6 @@
 // wrong type, Lua syntax or runtime error, missing file) is an error that names
 // what and where. Also the Lua host's guard rails: protected calls and C functions
 // that throw.
-#define BOOST_TEST_MODULE experiment
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>
@@ -19,6 +18,8 @@
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_state.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_experiment)  // ctest's unit.test_experiment (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -481,3 +482,5 @@ BOOST_AUTO_TEST_CASE(root_and_package_path) {
     ::setenv("TANDEM_HOME", saved.c_str(), 1);
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_experiment

@@ -3,7 +3,6 @@
 // a graph replayed per input. Checked bit for bit against the step the host decides
 // (compute() then update()), and, for capture and replay, on a CPU device that
 // records ops the way a CUDA stream captures them (tests/unit/recording_device.hpp).
-#define BOOST_TEST_MODULE fused_step
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -19,6 +18,8 @@
 #include "engine/train/step.hpp"
 #include "tests/unit/tiny_mlp.hpp"
 #include "tests/unit/recording_device.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_fused_step)  // ctest's unit.test_fused_step (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -477,3 +478,5 @@ BOOST_AUTO_TEST_CASE(graphs_outlive_evaluations_after_the_first) {
   BOOST_TEST(!train(1));
   BOOST_TEST(w.step.graph_counts().invalidated == 2);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_fused_step

@@ -4,7 +4,6 @@
 // sampling, data normalisation, a kernel or the optimizer shows up here as drift.
 // The recorded values were produced by this engine and agree with PyTorch run from
 // the same initial weights and batches (tools/golden/check_against_torch.py).
-#define BOOST_TEST_MODULE golden
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -19,6 +18,8 @@
 #include "engine/nn/sgd.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_golden)  // ctest's unit.test_golden (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -84,3 +85,5 @@ BOOST_AUTO_TEST_CASE(first_steps_match_recorded_losses) {
     BOOST_TEST(std::abs(got[i] - expected[i]) < 1e-4 * std::max(1.0, std::abs(expected[i])),
                "step " << i << ": loss " << got[i] << " drifted from the recorded " << expected[i]);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_golden

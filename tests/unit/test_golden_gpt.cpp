@@ -6,7 +6,6 @@
 // parameter groups, AdamW or clipping shows up here as drift. The recorded values
 // were produced by this engine and agree with PyTorch replaying the same initial
 // weights and batches (tools/golden/check_gpt_against_torch.py, to 1e-4).
-#define BOOST_TEST_MODULE golden_gpt
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -22,6 +21,8 @@
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/step.hpp"
 #include "kernels/cpu/gemm.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_golden_gpt)  // ctest's unit.test_golden_gpt (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -115,3 +116,5 @@ BOOST_AUTO_TEST_CASE(first_steps_match_recorded_losses) {
     BOOST_TEST(std::abs(got[i] - expected[i]) < 1e-4 * std::max(1.0, std::abs(expected[i])),
                "step " << i << ": loss " << got[i] << " drifted from the recorded " << expected[i]);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_golden_gpt

@@ -3,7 +3,6 @@
 // forward against a naive double-precision reference of GPT-2's block (the layout a
 // PyTorch replay relies on), causality, weight tying, split invariance with dropout,
 // AdamW's parameter groups, and the builder's checks.
-#define BOOST_TEST_MODULE gpt_layers
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -18,6 +17,8 @@
 #include "engine/nn/transformer_block.hpp"
 #include "tests/unit/grad_check.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_gpt_layers)  // ctest's unit.test_gpt_layers (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -645,3 +646,5 @@ BOOST_AUTO_TEST_CASE(accumulating_passes_add_their_gradients) {
     }
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_gpt_layers

@@ -1,7 +1,6 @@
 // Whether gradients go over NCCL: the decision from every rank's placement, the
 // reason it names when it falls back to MPI, and the fixed-size record placements
 // travel in.
-#define BOOST_TEST_MODULE gpu_placement
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -10,6 +9,8 @@
 
 #include "engine/dist/gpu_placement.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_gpu_placement)  // ctest's unit.test_gpu_placement (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -120,3 +121,5 @@ BOOST_AUTO_TEST_CASE(a_record_without_terminators_is_read_within_its_fields) {
   BOOST_TEST(back.host.size() == PlacementRecord::kMaxHostChars);
   BOOST_TEST(back.gpu_uuid.size() == PlacementRecord::kMaxUuidChars);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_gpu_placement

@@ -5,7 +5,6 @@
 // deadline instead of a hang. The sums here are a stand-in transport in this process
 // (two ranks holding the same gradients: every sum doubles its floats); the sums over
 // MPI between ranks are tests/integration/test_sync_modes.cpp's.
-#define BOOST_TEST_MODULE gradient_buckets
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -19,6 +18,8 @@
 #include "engine/train/sync/gradient_buckets.hpp"
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/tiny_mlp.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_gradient_buckets)  // ctest's unit.test_gradient_buckets (tests/CMakeLists.txt)
 
 using namespace tandem;
 using tandem::testing::tiny_mlp;
@@ -200,3 +201,5 @@ BOOST_AUTO_TEST_CASE(the_simulator_overlaps_buckets_with_the_backward_pass) {
   BOOST_TEST(NetworkModel(hosts, comm, four, 4, layout).allreduce_ms() == net.allreduce_ms(), close);
   BOOST_TEST(NetworkModel(sim, comm, four, 4, layout).allreduce_ms() == 1.5 * net.allreduce_ms(), close);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_gradient_buckets

@@ -1,6 +1,5 @@
 // The hosts a launcher hands mpirun (engine/dist/hosts.hpp), and the per-worker
 // settings an elastic restart carries from slot to slot (engine/train/elastic_slots.hpp).
-#define BOOST_TEST_MODULE hosts
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>
@@ -18,6 +17,8 @@
 #include "engine/dist/hosts.hpp"
 #include "engine/dist/launcher.hpp"
 #include "engine/train/elastic_slots.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_hosts)  // ctest's unit.test_hosts (tests/CMakeLists.txt)
 
 using namespace tandem;
 using json = nlohmann::json;
@@ -139,3 +140,5 @@ BOOST_AUTO_TEST_CASE(per_worker_settings_follow_the_slot) {
   // Nothing per worker: nothing to carry.
   BOOST_TEST(per_slot_overrides(json::parse(R"({"device": "cpu"})"), first, 4, first, 4).empty());
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_hosts

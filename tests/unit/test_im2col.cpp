@@ -2,13 +2,14 @@
 // strides and paddings (including paddings as large as the kernel, and strides
 // that skip the last pixels): the fast kernels work out the in-bounds range once
 // per kernel column, so every edge case of that range is checked here.
-#define BOOST_TEST_MODULE im2col
 #include <boost/test/unit_test.hpp>
 
 #include <vector>
 
 #include "kernels/cpu/im2col.hpp"
 #include "tests/unit/grad_check.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_im2col)  // ctest's unit.test_im2col (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -47,3 +48,5 @@ BOOST_AUTO_TEST_CASE(im2col_and_col2im_match_the_definition) {
         }
   BOOST_TEST(cases > 50);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_im2col

@@ -1,6 +1,5 @@
 // Finite-difference gradient checks for every layer and for the loss, plus the
 // fused-op and shape behaviour each layer promises (DESIGN.md habit 2).
-#define BOOST_TEST_MODULE layers
 #include <boost/test/unit_test.hpp>
 
 #include "engine/core/error.hpp"
@@ -16,6 +15,8 @@
 #include "engine/nn/shape_ops.hpp"
 #include "tests/unit/grad_check.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_layers)  // ctest's unit.test_layers (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -416,3 +417,5 @@ BOOST_AUTO_TEST_CASE(accumulating_passes_add_their_gradients) {
   BatchNorm norm(dev(), {3, 4, 4}, 1e-5f, 0.1f, true);
   check_accumulates(norm, {3, 4, 4}, 2, 3);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_layers

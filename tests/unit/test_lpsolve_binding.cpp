@@ -3,7 +3,6 @@
 // call and the script line, a memory cap met while building a model is a Lua error (not
 // a crash), and models in separate states solve on separate threads at once (the policy
 // host solves on its own thread). The Lua API itself is tested in tests/lua/test_lpsolve.lua.
-#define BOOST_TEST_MODULE lpsolve_binding
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
@@ -14,6 +13,8 @@
 #include "bindings/lpsolve.hpp"
 #include "engine/script/lua_state.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_lpsolve_binding)  // ctest's unit.test_lpsolve_binding (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -166,3 +167,5 @@ BOOST_AUTO_TEST_CASE(states_on_separate_threads_solve_at_once) {
     BOOST_TEST(got[static_cast<size_t>(i)] == want);
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_lpsolve_binding

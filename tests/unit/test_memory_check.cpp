@@ -2,7 +2,6 @@
 // the footprint of a known model counted by hand, the largest local batch each kind
 // of plan can give a worker, and a model far too big for any machine refused,
 // naming the numbers, without allocating it.
-#define BOOST_TEST_MODULE memory_check
 #include <boost/test/unit_test.hpp>
 
 #include <string>
@@ -13,6 +12,8 @@
 #include "engine/script/experiment_loader.hpp"
 #include "engine/train/memory_check.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_memory_check)  // ctest's unit.test_memory_check (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -131,3 +132,5 @@ BOOST_AUTO_TEST_CASE(measured_micro_caps_follow_the_memory_and_the_model) {
   const ExperimentConfig wide = load_experiment(kQuickstart, {"device=cpu", "model_args.hidden={4096, 4096}"});
   BOOST_TEST(measured_micro_caps(wide, 2, nullptr)[0] < two[0]);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_memory_check

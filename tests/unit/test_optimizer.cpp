@@ -1,7 +1,6 @@
 // SGD semantics (torch.optim.SGD: momentum, dampening 0, weight decay, Nesterov,
 // with the 1/B gradient scale folded in), AdamW's (torch.optim.AdamW over the
 // model's parameter groups), gradient clipping, and the learning-rate schedules.
-#define BOOST_TEST_MODULE optimizer
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -17,6 +16,8 @@
 #include "engine/train/step.hpp"
 #include "tests/unit/tiny_mlp.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_optimizer)  // ctest's unit.test_optimizer (tests/CMakeLists.txt)
 
 using namespace tandem;
 namespace tt = boost::test_tools;
@@ -246,3 +247,5 @@ BOOST_AUTO_TEST_CASE(update_scales_by_the_predictions_and_clips) {
   BOOST_TEST(std::sqrt(moved) == cfg.clip_grad_norm, tt::tolerance(1e-3));
   BOOST_TEST(step.last_grad_norm() == std::sqrt(norm) / 8.0, tt::tolerance(1e-9));
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_optimizer

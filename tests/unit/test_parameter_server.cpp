@@ -8,7 +8,6 @@
 //   - slow_momentum = 0, and one group: momentum m on every push, as bsp steps;
 //   - the counts: every push applied, one version each, staleness as the versions
 //     the push's weights were behind.
-#define BOOST_TEST_MODULE parameter_server
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -24,6 +23,8 @@
 
 #include "engine/dist/local_comm.hpp"
 #include "engine/train/sync/parameter_server.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_parameter_server)  // ctest's unit.test_parameter_server (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -203,3 +204,5 @@ BOOST_AUTO_TEST_CASE(without_slow_momentum_every_push_steps_with_momentum) {
     BOOST_TEST(version == (one_group ? 1 : 3));
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_parameter_server

@@ -1,7 +1,6 @@
 // The plan a run starts from (Plan::initial, SyncPlan::initial), which `tandem run`
 // and `tandem sim` share: equal, fixed and proportional splits, the refinement of
 // the proportional one, the experiment's sync settings, and the errors.
-#define BOOST_TEST_MODULE plan
 #include <boost/test/unit_test.hpp>
 
 #include <string>
@@ -11,6 +10,8 @@
 #include "engine/train/config.hpp"
 #include "engine/train/plan.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_plan)  // ctest's unit.test_plan (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -124,3 +125,5 @@ BOOST_AUTO_TEST_CASE(sync_settings_are_checked) {
   cfg.plan.sync.groups = {1, 2};
   CHECK_CONTAINS(error_of([&] { Plan::initial(cfg, 3, never_asked()); }), "give one group per worker");
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_plan

@@ -10,7 +10,6 @@
 // is asserted only in the budget's own terms (the CPU time the call used), with
 // margins of many times the budget; never the wall time, which a loaded machine
 // stretches at will.
-#define BOOST_TEST_MODULE policy_host
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
@@ -26,6 +25,8 @@
 #include "engine/script/policy_process.hpp"
 #include "engine/script/policy_sandbox.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_policy_host)  // ctest's unit.test_policy_host (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -612,3 +613,5 @@ BOOST_AUTO_TEST_CASE(a_parameter_the_policy_never_reads_is_refused) {
   PolicySandbox ok(f, {kBudgetMs, 32.0});
   ok.init(c);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_policy_host

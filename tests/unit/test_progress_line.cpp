@@ -1,10 +1,11 @@
 // The progress line's pieces (engine/train/record/progress_line.hpp): the clock text,
 // the share done against the stop that binds first, and lines that fit 120 columns
 // with the log's prefix for any number of workers.
-#define BOOST_TEST_MODULE progress_line
 #include <boost/test/unit_test.hpp>
 
 #include "engine/train/record/progress_line.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_progress_line)  // ctest's unit.test_progress_line (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -80,3 +81,5 @@ BOOST_AUTO_TEST_CASE(lines_fit_120_columns) {
     BOOST_TEST(balance.find("(r" + std::to_string(workers - 1) + ")") != std::string::npos);
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_progress_line

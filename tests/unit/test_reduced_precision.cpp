@@ -4,7 +4,6 @@
 // (bit for bit, every transpose, leading dimensions wider than the matrix, k = 0,
 // batched; bf16 convolutions also round each output once), while the default device
 // stays plain float32.
-#define BOOST_TEST_MODULE reduced_precision
 #include <boost/test/unit_test.hpp>
 
 #include <cfloat>
@@ -19,6 +18,8 @@
 #include "kernels/cpu/bf16_wire.hpp"
 #include "kernels/cpu/round_mantissa.hpp"
 #include "tests/unit/grad_check.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_reduced_precision)  // ctest's unit.test_reduced_precision (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -238,3 +239,5 @@ BOOST_AUTO_TEST_CASE(convolutions_round_their_inputs_and_bf16_its_outputs) {
   fp32.conv2d_forward(s, rx.data(), rw.data(), rounded_y.data());
   BOOST_TEST(!same_bits(y, rounded_y));
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_reduced_precision

@@ -1,6 +1,5 @@
 // The global sampler: per-epoch permutations, the same global batch on every rank
 // whatever the split, determinism, and argument checks.
-#define BOOST_TEST_MODULE sampler
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -11,6 +10,8 @@
 #include "engine/core/error.hpp"
 #include "engine/data/sampler.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_sampler)  // ctest's unit.test_sampler (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -115,3 +116,5 @@ BOOST_AUTO_TEST_CASE(argument_errors) {
   BOOST_TEST(contains(error_of([&] { s.slice(0, -1, 2, out); }), "outside the global batch"));
   BOOST_TEST(contains(error_of([&] { s.global_batch(-1, out); }), "negative iteration"));
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_sampler

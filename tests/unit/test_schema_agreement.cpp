@@ -3,7 +3,6 @@
 // must agree with it on every key, kind and default, nested ones included. These
 // tests fail, naming the key, the moment one side changes without the other, and
 // show on altered copies of the Lua side that a drift is caught.
-#define BOOST_TEST_MODULE schema_agreement
 #include <boost/test/unit_test.hpp>
 
 #include <string>
@@ -16,6 +15,8 @@
 #include "engine/script/experiment_loader.hpp"
 #include "engine/script/lua_state.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_schema_agreement)  // ctest's unit.test_schema_agreement (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -173,3 +174,5 @@ BOOST_AUTO_TEST_CASE(the_minimal_experiment_reads_into_the_defaults) {
   BOOST_TEST(c.policy.params_json == "{}");
   BOOST_TEST(resolved.at("stop").at("max_seconds").is_null());
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_schema_agreement

@@ -4,7 +4,6 @@
 // uneven local batches too and as it grows with the epochs; with sim.noise the
 // smoothed estimate stays near it. Pollux's efficiency and the run's tally
 // (batch_tally.hpp): goodput is samples/s at B0, and below it at larger batches.
-#define BOOST_TEST_MODULE sim_gradients
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
@@ -14,6 +13,8 @@
 #include "engine/sim/gradient_model.hpp"
 #include "engine/train/config.hpp"
 #include "engine/train/noise_scale.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_sim_gradients)  // ctest's unit.test_sim_gradients (tests/CMakeLists.txt)
 
 using namespace tandem;
 namespace tt = boost::test_tools;
@@ -101,3 +102,5 @@ BOOST_AUTO_TEST_CASE(efficiency_and_goodput) {
   BOOST_TEST(tally.efficiency() == (300.0 + 400.0 * 400.0 / 700.0) / 700.0, tt::tolerance(1e-12));
   BOOST_TEST(tally.ideal_samples_per_s() == 700.0 / (300.0 / 1000.0 + 400.0 / 2000.0), tt::tolerance(1e-12));
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_sim_gradients

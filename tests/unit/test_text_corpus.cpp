@@ -3,7 +3,6 @@
 // gather against gather_bytes, the errors a user meets; then the sampler, the batch
 // loader and evaluation over it; and one test on Debian's fortunes corpus, which
 // prints its sizes and the unigram baseline a trained model must beat.
-#define BOOST_TEST_MODULE text_corpus
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -20,6 +19,8 @@
 #include "engine/train/batch_loader.hpp"
 #include "engine/train/evaluate.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_text_corpus)  // ctest's unit.test_text_corpus (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -337,3 +338,5 @@ BOOST_AUTO_TEST_CASE(the_fortunes_corpus) {
   BOOST_TEST(nats > 2.0);
   BOOST_TEST(nats < 3.5);
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_text_corpus

@@ -3,7 +3,6 @@
 // validation set, every error a user meets before and during training, a 17 GB
 // sparse file mapped without reading it, and the experiment keys that reach it.
 // The computed permutation the sampler uses past 2^24 samples is checked here too.
-#define BOOST_TEST_MODULE token_files
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>
@@ -22,6 +21,8 @@
 #include "engine/data/token_files.hpp"
 #include "engine/script/experiment_loader.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_token_files)  // ctest's unit.test_token_files (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -413,3 +414,5 @@ BOOST_AUTO_TEST_CASE(gpt2_presets_set_the_published_sizes) {
   CHECK_CONTAINS(error_of([&] { load_experiment(path, {"data.seq_len=2048"}); }),
                  "a context of 1024 tokens; data.seq_len = 2048 is longer");
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_token_files

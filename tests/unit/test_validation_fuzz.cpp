@@ -12,7 +12,6 @@
 // loss or gradient norm, an idle worker) it plans again. A policy host running a
 // policy that returns junk of its own choosing hands out valid plans only. All of it
 // takes well under a second; TANDEM_FUZZ_SEED=n explores other cases.
-#define BOOST_TEST_MODULE validation_fuzz
 #include <boost/test/unit_test.hpp>
 
 #include <lua.hpp>
@@ -38,6 +37,8 @@
 #include "engine/script/policy_sandbox.hpp"
 #include "engine/train/plan.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_validation_fuzz)  // ctest's unit.test_validation_fuzz (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -875,3 +876,5 @@ end })
   BOOST_TEST(in_child([&] { return load_and_run(raising, false); }) == "exit 0");
   BOOST_TEST(in_child([&] { return load_and_run(later, true); }) == "exit 0");
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_validation_fuzz

@@ -4,7 +4,6 @@
 // socket, write or delete a file, signal another process, map more than its
 // address-space limit. Reading files must still work (the policy and the tandem
 // library are read after confinement).
-#define BOOST_TEST_MODULE worker_confinement
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
@@ -19,6 +18,8 @@
 #include <string>
 
 #include "engine/script/worker_confinement.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_worker_confinement)  // ctest's unit.test_worker_confinement (tests/CMakeLists.txt)
 
 using namespace tandem;
 
@@ -96,3 +97,5 @@ BOOST_AUTO_TEST_CASE(a_confined_worker_cannot_reach_the_machine) {
   std::remove((scratch + "/existing").c_str());
   ::rmdir(scratch.c_str());
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_worker_confinement

@@ -2,7 +2,6 @@
 // reach the policy, the console and the trace from there. These tests hold each
 // consumer to the table: every field it should show arrives with its value, no other
 // does, and the trace's bytes are what they have always been.
-#define BOOST_TEST_MODULE worker_stats_fields
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -24,6 +23,8 @@
 #include "engine/train/record/trace.hpp"
 #include "engine/train/worker_stats_fields.hpp"
 #include "tests/unit/test_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(test_worker_stats_fields)  // ctest's unit.test_worker_stats_fields (tests/CMakeLists.txt)
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -247,3 +248,5 @@ BOOST_AUTO_TEST_CASE(each_trace_field_reaches_trace_jsonl_in_its_order_and_bytes
     BOOST_TEST(got == want, boost::test_tools::per_element());
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()  // test_worker_stats_fields

@@ -6,7 +6,7 @@ The golden test, run with TANDEM_GOLDEN_DUMP=DIR, writes the initial parameters
 each step's sample indices. This script builds the same MLP in PyTorch from those
 parameters, trains the same steps with torch.optim.SGD, and prints both loss lists.
 
-usage: TANDEM_GOLDEN_DUMP=/tmp/g build/tests/test_golden && tools/golden/check_against_torch.py /tmp/g
+usage: TANDEM_GOLDEN_DUMP=/tmp/g build/tests/unit_tests --run_test=test_golden && tools/golden/check_against_torch.py /tmp/g
 """
 import gzip
 import re

@@ -17,7 +17,7 @@ tandem's flat layout (engine/nn/embedding.hpp, transformer_block.hpp):
   ln_f.weight [C], ln_f.bias [C]; the output projection is tied to wte.
 
 usage (Debian's python3 with python3-torch):
-  TANDEM_GOLDEN_DUMP=/tmp/g build/tests/test_golden_gpt && /usr/bin/python3 tools/golden/check_gpt_against_torch.py /tmp/g
+  TANDEM_GOLDEN_DUMP=/tmp/g build/tests/unit_tests --run_test=test_golden_gpt && /usr/bin/python3 tools/golden/check_gpt_against_torch.py /tmp/g
 """
 import math
 import re

@@ -12,7 +12,8 @@
 # The new commit runs first; the baseline's runs are cut off once the ratio is proved
 # (at 10x the new quickstart time, 4x the new make test time), as the issue allows.
 # Packages must already be installed (`tools/install-deps.sh python3-torch`); ccache
-# is switched off (CCACHE_DISABLE=1) whether installed or not.
+# is switched off (CCACHE_DISABLE=1) whether installed or not. Each clone gets an empty
+# data cache of its own (TANDEM_CACHE_DIR), as a new machine has.
 #
 # usage: tools/bench/build_time.sh [--baseline REV|none] [--new REV] [--only quickstart|test|rebuild]
 #                                  [--work DIR] [--jobs N]
@@ -55,7 +56,7 @@ timed_until_progress() {  # DIR LIMIT_S LOG -> prints seconds, or "cut" past the
   local dir=$1 limit=$2 log=$3 start now
   start=$(date +%s.%N)
   # a session of its own, so that the whole make and the training it starts can be ended
-  setsid bash -c 'cd "$1" && exec timeout --kill-after=10 "$2" make quickstart' _ "$dir" "$limit" >"$log" 2>&1 &
+  setsid bash -c 'cd "$1" && TANDEM_CACHE_DIR="$1.cache" exec timeout --kill-after=10 "$2" make quickstart' _ "$dir" "$limit" >"$log" 2>&1 &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     if grep -qE '\[r0\] info \[[0-9:]+/' "$log"; then
@@ -78,7 +79,9 @@ timed_until_progress() {  # DIR LIMIT_S LOG -> prints seconds, or "cut" past the
 timed_make_test() {  # DIR LIMIT_S LOG -> prints seconds, or "cut"
   local dir=$1 limit=$2 log=$3 start rc=0
   start=$(date +%s.%N)
-  ( cd "$dir" && timeout --kill-after=10 "$limit" make test ) >"$log" 2>&1 || rc=$?
+  # An empty data cache of its own (engine/data/inflated_cache.hpp): the suite fills it
+  # as a new machine's first run would.
+  ( cd "$dir" && TANDEM_CACHE_DIR="$dir.cache" timeout --kill-after=10 "$limit" make test ) >"$log" 2>&1 || rc=$?
   if [[ $rc -eq 124 || $rc -eq 137 ]]; then echo cut; return; fi
   [[ $rc -eq 0 ]] || echo "build_time: make test in $dir exited $rc (failed tests still count the time); see $log" >&2
   echo "$(date +%s.%N) - $start" | bc
@@ -131,7 +134,7 @@ if [[ $only == all || $only == test ]]; then
     echo "make test, baseline: $(minutes "$t_base") in all, the suite's own run $(minutes "$s_base"); new is $(ratio "$t_base" "$t_new" 4) faster"
     json+=", \"test_baseline_s\": \"$t_base\", \"suite_baseline_s\": \"$s_base\""
   fi
-  rm -rf "$work/new-test" "$work/base-test"
+  rm -rf "$work/new-test" "$work/base-test" "$work"/*.cache
 fi
 echo "$json}" >"$work/build_time.json"
 echo "build_time: results in $work/build_time.json, logs beside it"

@@ -583,6 +583,7 @@ Fields<PolicyConfig> policy_fields() {
               [](const P& p) { return json::parse(p.params_json); }),
           at<P>("budget_ms", &P::budget_ms),
           at<P>("memory_mb", &P::memory_mb),
+          at<P>("init_budget_ms", &P::init_budget_ms),
           at<P>("max_failures", &P::max_failures),
           at<P>("history", &P::history),
           at<P>("watch", &P::watch),

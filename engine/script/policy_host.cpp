@@ -136,7 +136,8 @@ std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c, 
 void check_policy(const ExperimentConfig& cfg, int workers) {
   const PolicyCluster cluster = policy_cluster(cfg, workers, /*measure_memory=*/true);
   try {
-    PolicyProcess policy(cfg.policy.file, {cfg.policy.budget_ms, cfg.policy.memory_mb});
+    PolicyProcess policy(cfg.policy.file,
+                         {cfg.policy.budget_ms, cfg.policy.memory_mb, cfg.policy.init_budget_ms.value_or(0.0)});
     policy.init(cluster);
   } catch (const PolicyFailure& f) {
     TANDEM_FAIL_HINT("fix the policy file, or leave policy.file unset to train with plan.kind",
@@ -145,7 +146,7 @@ void check_policy(const ExperimentConfig& cfg, int workers) {
 }
 
 PolicyHost::PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster)
-    : cfg_(cfg), cluster_(std::move(cluster)), limits_{cfg.budget_ms, cfg.memory_mb} {
+    : cfg_(cfg), cluster_(std::move(cluster)), limits_{cfg.budget_ms, cfg.memory_mb, cfg.init_budget_ms.value_or(0.0)} {
   try {
     worker_ = std::make_unique<PolicyProcess>(cfg_.file, limits_);
     worker_->init(cluster_);

@@ -135,6 +135,7 @@ PolicyProcess::PolicyProcess(const std::string& path, const PolicyLimits& limits
   w.put_string(path);
   w.put<double>(limits.budget_ms);
   w.put<double>(limits.memory_mb);
+  w.put<double>(limits.setup_ms);
   try {
     const std::string body = request(PolicyOp::load, w.bytes(), "loading", limits.setup_budget_ms(), kStartGraceMs);
     WireReader r(body);

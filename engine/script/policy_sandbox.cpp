@@ -362,9 +362,10 @@ void PolicySandbox::call(const char* function, int nargs, int nresults, const st
   } cost{*this};
   if (setup_ > 0) {
     // Where the setup budget comes from, from the constant that sets it.
-    static const std::string source = "policy.budget_ms + " + std::to_string(static_cast<int>(PolicyLimits::kSetupExtraMs)) +
-                                      " ms, for loading, init(cluster) and restore(state)";
-    state_->call(nargs, nresults, what, limits_.setup_budget_ms(), source.c_str());
+    static const std::string sum = "policy.budget_ms + " + std::to_string(static_cast<int>(PolicyLimits::kSetupExtraMs)) +
+                                   " ms, for loading, init(cluster) and restore(state)";
+    static const std::string own = "policy.init_budget_ms, for loading, init(cluster) and restore(state)";
+    state_->call(nargs, nresults, what, limits_.setup_budget_ms(), (limits_.setup_ms > 0 ? own : sum).c_str());
   } else
     state_->call(nargs, nresults, what, limits_.budget_ms);
 }

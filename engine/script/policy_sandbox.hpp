@@ -31,8 +31,10 @@ struct PolicyLimits {
   // decisions' path, and read and compile the tandem library: their budget has
   // seconds more, so that a slow, loaded machine cannot fail a policy's start
   // (DESIGN.md habit 13), while a loop that never ends still stops.
+  // policy.init_budget_ms replaces the sum where set (setup_ms > 0).
   static constexpr double kSetupExtraMs = 2000.0;
-  double setup_budget_ms() const { return budget_ms + kSetupExtraMs; }
+  double setup_ms = 0.0;
+  double setup_budget_ms() const { return setup_ms > 0.0 ? setup_ms : budget_ms + kSetupExtraMs; }
 };
 
 // What init(cluster) receives.

@@ -52,6 +52,7 @@ void Worker::serve(PolicyOp op, WireReader& in, WireWriter& out) {
       const std::string path = in.get_string("load.path");
       limits.budget_ms = in.get<double>("load.budget_ms");
       limits.memory_mb = in.get<double>("load.memory_mb");
+      limits.setup_ms = in.get<double>("load.setup_ms");
       const std::string confinement = confine_policy_worker(limits.memory_mb);
       arm_cpu_limit(cpu_limit_s(op));
       policy = std::make_unique<PolicySandbox>(path, limits);

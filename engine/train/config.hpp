@@ -105,6 +105,9 @@ struct PolicyConfig {
   std::string params_json = "{}";  // handed to init() as cluster.params
   double budget_ms = 50.0;         // one call's time budget; past it the call is interrupted
   double memory_mb = 64.0;         // the policy's Lua state may hold no more
+  // CPU ms for loading the file, init(cluster) and restore(state); unset: budget_ms
+  // + PolicyLimits::kSetupExtraMs
+  std::optional<double> init_budget_ms;
   int max_failures = 3;            // failed calls in a row before the policy is dropped
   int history = 20;                // iterations of stats history step() sees
   bool watch = true;               // reload the policy when its file changes

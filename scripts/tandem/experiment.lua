@@ -284,6 +284,9 @@ M.schema = record {
     budget_ms = number(50, { gt = 0, max = 60000, doc = 'time budget of one policy call, in CPU ms; a call past '
                                                     .. 'it is interrupted (at most a minute: training waits for it)' }),
     memory_mb = number(64, { gt = 0, max = 65536, doc = "memory cap of the policy's Lua state (at most 64 GiB)" }),
+    init_budget_ms = number(nil, { gt = 0, max = 600000,
+                                   doc = 'time budget, in CPU ms, of loading the policy file, init(cluster) and '
+                                         .. 'restore(state), off the decisions\' path; unset: budget_ms + 2000' }),
     max_failures = integer(3, { min = 1, max = MAX_INT, doc = 'failed calls in a row after which the policy is '
                                                             .. 'dropped and the last good plan kept' }),
     history = integer(20, { min = 1, max = 10000, doc = 'iterations of stats history given to step() (at most '

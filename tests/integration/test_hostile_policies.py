@@ -112,8 +112,11 @@ e.stop = {{ epochs = 1000, max_iterations = {iterations} }}
 e.eval_every = 100000
 e.console = false
 e.log_level = 'info'
-e.policy = {{ file = '{policy_file}', budget_ms = 200, memory_mb = 16, max_failures = 1000, watch = false,
-             history = 1000 }}
+-- init_budget_ms: these policies load and init in a few ms of CPU (goodput's take
+-- under 5); the default, budget_ms + 2000, had each runaway load or init burn 2 to
+-- 4.5 s of CPU before it was stopped.
+e.policy = {{ file = '{policy_file}', budget_ms = 200, init_budget_ms = 300, memory_mb = 16, max_failures = 1000,
+             watch = false, history = 1000 }}
 -- 30 ms an iteration: a call killed at its deadline (2 x 200 + 100 ms of CPU) leaves
 -- a dozen or so iterations undecided, not hundreds.
 e.emulation = {{ comm_delay_ms = {{ 30, 30 }} }}

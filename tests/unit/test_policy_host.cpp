@@ -459,6 +459,18 @@ BOOST_AUTO_TEST_CASE(loading_and_init_have_seconds_more_than_a_decision) {
   }
   const PolicyLimits limits{kBudgetMs, 32.0};
   BOOST_TEST(looping.last_call_cpu_ms() >= limits.setup_budget_ms());
+  // policy.init_budget_ms replaces the sum: the same loop stops at its own budget.
+  PolicySandbox bounded(loops, {kBudgetMs, 32.0, 120.0});
+  try {
+    bounded.init(cluster());
+    BOOST_FAIL("a loop in init() was not stopped at policy.init_budget_ms");
+  } catch (const PolicyFailure& e) {
+    BOOST_TEST(e.kind() == PolicyFailure::Timeout);
+    CHECK_CONTAINS(std::string(e.what()), "time budget of 120.0 ms of CPU (policy.init_budget_ms, for loading, "
+                                          "init(cluster) and restore(state))");
+  }
+  BOOST_TEST(bounded.last_call_cpu_ms() >= 120.0);
+  BOOST_TEST(bounded.last_call_cpu_ms() < limits.setup_budget_ms());
 }
 
 // The stats reach the worker through the shared region (every test here), and past

@@ -448,29 +448,27 @@ BOOST_AUTO_TEST_CASE(loading_and_init_have_seconds_more_than_a_decision) {
     function P.init(cluster) P.params = { cluster.params.threshold, cluster.params.names }; while true do end end
     function P.step(stats) return nil end
     return P)");
-  PolicySandbox looping(loops, {kBudgetMs, 32.0});
-  try {
-    looping.init(cluster());
-    BOOST_FAIL("a loop in init() was not stopped");
-  } catch (const PolicyFailure& e) {
-    BOOST_TEST(e.kind() == PolicyFailure::Timeout);
-    CHECK_CONTAINS(std::string(e.what()), "time budget of 2030.0 ms of CPU (policy.budget_ms + 2000 ms, for "
-                                          "loading, init(cluster) and restore(state))");
-  }
+  // init() under `limits` must time out, saying which budget stopped it; returns the
+  // call's CPU.
+  auto init_times_out = [&](const PolicyLimits& limits, const std::string& budget_text) {
+    PolicySandbox looping(loops, limits);
+    try {
+      looping.init(cluster());
+      BOOST_FAIL("a loop in init() was not stopped");
+    } catch (const PolicyFailure& e) {
+      BOOST_TEST(e.kind() == PolicyFailure::Timeout);
+      CHECK_CONTAINS(std::string(e.what()), budget_text);
+    }
+    return looping.last_call_cpu_ms();
+  };
   const PolicyLimits limits{kBudgetMs, 32.0};
-  BOOST_TEST(looping.last_call_cpu_ms() >= limits.setup_budget_ms());
+  BOOST_TEST(init_times_out(limits, "time budget of 2030.0 ms of CPU (policy.budget_ms + 2000 ms, for loading, "
+                                    "init(cluster) and restore(state))") >= limits.setup_budget_ms());
   // policy.init_budget_ms replaces the sum: the same loop stops at its own budget.
-  PolicySandbox bounded(loops, {kBudgetMs, 32.0, 120.0});
-  try {
-    bounded.init(cluster());
-    BOOST_FAIL("a loop in init() was not stopped at policy.init_budget_ms");
-  } catch (const PolicyFailure& e) {
-    BOOST_TEST(e.kind() == PolicyFailure::Timeout);
-    CHECK_CONTAINS(std::string(e.what()), "time budget of 120.0 ms of CPU (policy.init_budget_ms, for loading, "
-                                          "init(cluster) and restore(state))");
-  }
-  BOOST_TEST(bounded.last_call_cpu_ms() >= 120.0);
-  BOOST_TEST(bounded.last_call_cpu_ms() < limits.setup_budget_ms());
+  const double bounded = init_times_out({kBudgetMs, 32.0, 120.0}, "time budget of 120.0 ms of CPU "
+                                        "(policy.init_budget_ms, for loading, init(cluster) and restore(state))");
+  BOOST_TEST(bounded >= 120.0);
+  BOOST_TEST(bounded < limits.setup_budget_ms());
 }
 
 // The stats reach the worker through the shared region (every test here), and past

@@ -65,4 +65,9 @@ elseif(TANDEM_CUDA_CHECK)
   target_compile_options(tandem_cuda_check PRIVATE $<$<CONFIG:Release>:-O0>)
   # Each GPU test has its own main(): never one unity file (-DCMAKE_UNITY_BUILD=ON).
   set_target_properties(tandem_cuda_check PROPERTIES UNITY_BUILD OFF)
+  # What every GPU test reads (tests/gpu/gpu_test.hpp's headers), parsed once: the
+  # check's 24 C++ files took 28.7 CPU-s, 15.3 with the header (1.6 of them).
+  target_precompile_headers(tandem_cuda_check PRIVATE <algorithm> <cmath> <cstdint> <cstdio> <cstring> <memory>
+                            <random> <string> <vector> <cuda_runtime_api.h> engine/core/device.hpp
+                            engine/core/error.hpp engine/core/gpu_probe.hpp)
 endif()

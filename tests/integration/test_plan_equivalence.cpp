@@ -131,8 +131,11 @@ BOOST_AUTO_TEST_CASE(bf16_keeps_any_plan_within_its_rounding) {
 // AdamW divides by the square root of its second moment, which magnifies rounding
 // where gradients are tiny; the runs still agree to 1e-6 of the largest parameter.
 BOOST_AUTO_TEST_CASE(a_gpt_with_adamw_and_clipping_trains_the_same_under_any_plan) {
+  // data.validation: the parameters are compared, not the losses, and the end-of-run
+  // evaluation of the default 10% held out (16,000 windows) took 1.3 of each run's 1.6 s.
   const std::string gpt = "/scripts/experiments/gpt.lua model_args.n_layer=2 model_args.n_head=2 model_args.n_embd=32 "
-                          "model_args.dropout=0.1 data.seq_len=16 clip_grad_norm=0.5 lr=3e-3 eval_batch=64 ";
+                          "model_args.dropout=0.1 data.seq_len=16 clip_grad_norm=0.5 lr=3e-3 eval_batch=64 "
+                          "data.validation=0.005 ";
   const auto one = train("gpt-one", "", gpt, 8);
   const auto skewed = train("gpt-skewed", "--workers 4 plan.kind=fixed plan.batches=1,3,40,84", gpt, 8);
   const auto changing = train("gpt-changing", "--workers 4 plan.kind=random", gpt, 8);

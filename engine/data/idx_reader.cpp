@@ -37,7 +37,8 @@ SharedBytes gunzip_file(const std::string& path, const std::string& package) {
   if (!f) TANDEM_FAIL_HINT("check the file's permissions", "cannot open data file '", path, "'");
   gzbuffer(f, 1 << 20);
   auto out = std::make_shared<std::vector<uint8_t>>();
-  out->resize(std::max<size_t>(inflated_size_hint(path), 1 << 16));
+  // One byte past the hint: the read that finds the end fits, instead of doubling.
+  out->resize(std::max<size_t>(inflated_size_hint(path) + 1, 1 << 16));
   size_t filled = 0;
   for (;;) {
     if (filled == out->size()) out->resize(out->size() * 2);
@@ -108,16 +109,17 @@ IdxArray parse_idx(SharedBytes raw, const std::string& path, int expected_ndim, 
 }  // namespace
 
 IdxArray read_idx_gz(const std::string& path, int expected_ndim, const std::string& package) {
-  if (SharedBytes cached = cached_inflated(path); cached.owner) {
+  const std::string entry = inflated_entry(path);  // before the source is read
+  if (SharedBytes cached = map_inflated(entry); cached.owner) {
     try {
       return parse_idx(std::move(cached), path, expected_ndim, package);
     } catch (const std::exception&) {
-      // A cache file that does not parse (damaged, or another version's): inflate again.
+      drop_inflated(entry);  // a cache file that does not parse: inflated and written again
     }
   }
   SharedBytes raw = gunzip_file(path, package);
   IdxArray a = parse_idx(raw, path, expected_ndim, package);
-  cache_inflated(path, raw.data, raw.size);
+  store_inflated(entry, raw.data, raw.size);
   return a;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <system_error>
 
@@ -16,6 +17,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A temporary file older than this was left by a writer that died.
+constexpr double kAbandonedTmpS = 600.0;
+// A small file inflates in well under a millisecond: caching it would only leave
+// files behind (tests write many small data files under temporary names).
+constexpr size_t kMinCachedBytes = size_t(1) << 20;
+const char kTmpMark[] = ".tmp.";
+
 // FNV-1a: a name that stays the same across builds and standard libraries.
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -23,24 +31,38 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// "<file name>-<path hash>-" : the prefix every cached copy of this source shares.
+// "<file name>-<path hash>-": the prefix every cached copy of this source shares.
 std::string entry_prefix(const fs::path& source) {
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(source.string())));
   return source.filename().string() + "-" + hash + "-";
 }
 
-// The cache file for gz_path as it is now (its size and modification time in the
-// name), or "" where the cache is off or the source cannot be looked at.
-std::string entry_path(const std::string& gz_path) {
-  const std::string dir = inflated_cache_dir();
-  if (dir.empty()) return "";
+std::string stamp(const struct timespec& t) { return std::to_string(t.tv_sec) + "." + std::to_string(t.tv_nsec); }
+
+// Copies of the same source under other names (it changed since), and temporary files
+// a dead writer left: removed. A rank that still maps an old copy keeps its pages.
+void remove_stale(const fs::path& entry) {
+  // The entry's name ends in four fields (size, inode, two times; no '-' in them):
+  // what precedes them is entry_prefix(source).
+  const std::string name = entry.filename().string();
+  size_t cut = name.size();
+  for (int fields = 0; fields < 4 && cut != std::string::npos && cut > 0; ++fields) cut = name.rfind('-', cut - 1);
+  if (cut == std::string::npos || cut == 0) return;
+  const std::string prefix = name.substr(0, cut + 1);
   std::error_code ec;
-  const fs::path source = fs::absolute(gz_path, ec);
-  struct stat st {};
-  if (ec || ::stat(source.c_str(), &st) != 0) return "";
-  return dir + "/" + entry_prefix(source) + std::to_string(st.st_size) + "-" + std::to_string(st.st_mtim.tv_sec) +
-         "." + std::to_string(st.st_mtim.tv_nsec);
+  fs::directory_iterator it(entry.parent_path(), ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const fs::path old = it->path();
+    const std::string other = old.filename().string();
+    if (old == entry || other.rfind(prefix, 0) != 0) continue;
+    struct stat st {};
+    const bool tmp = other.find(kTmpMark) != std::string::npos;
+    if (tmp && (::stat(old.c_str(), &st) != 0 || std::difftime(std::time(nullptr), st.st_mtime) < kAbandonedTmpS))
+      continue;  // another writer's, still being written
+    std::error_code ignored;
+    fs::remove(old, ignored);
+  }
 }
 
 }  // namespace
@@ -55,10 +77,20 @@ std::string inflated_cache_dir() {
   return "";
 }
 
-SharedBytes cached_inflated(const std::string& gz_path) {
-  const std::string path = entry_path(gz_path);
-  if (path.empty()) return {};
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::string inflated_entry(const std::string& gz_path) {
+  const std::string dir = inflated_cache_dir();
+  if (dir.empty()) return "";
+  std::error_code ec;
+  const fs::path source = fs::absolute(gz_path, ec);
+  struct stat st {};
+  if (ec || ::stat(source.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  return dir + "/" + entry_prefix(source) + std::to_string(st.st_size) + "-" + std::to_string(st.st_ino) + "-" +
+         stamp(st.st_mtim) + "-" + stamp(st.st_ctim);
+}
+
+SharedBytes map_inflated(const std::string& entry) {
+  if (entry.empty()) return {};
+  const int fd = ::open(entry.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
   struct stat st {};
   void* map = MAP_FAILED;
@@ -74,27 +106,17 @@ SharedBytes cached_inflated(const std::string& gz_path) {
   return out;
 }
 
-void cache_inflated(const std::string& gz_path, const uint8_t* bytes, size_t size) {
-  // A small file inflates in well under a millisecond: caching it would only leave
-  // files behind (tests write many small data files under temporary names).
-  constexpr size_t kMinCachedBytes = size_t(1) << 20;
-  if (size < kMinCachedBytes) return;
-  const std::string path = entry_path(gz_path);
-  if (path.empty()) return;
-  const fs::path entry(path);
+void store_inflated(const std::string& entry, const uint8_t* bytes, size_t size) {
+  if (entry.empty() || size < kMinCachedBytes) return;
+  const fs::path path(entry);
   std::error_code ec;
-  fs::create_directories(entry.parent_path(), ec);
+  fs::create_directories(path.parent_path(), ec);
   if (ec) return;
-  // Copies of this source from before it changed are stale: remove them.
-  const std::string prefix = entry.filename().string().substr(0, entry_prefix(fs::absolute(gz_path, ec)).size());
-  for (const auto& old : fs::directory_iterator(entry.parent_path(), ec))
-    if (old.path().filename().string().rfind(prefix, 0) == 0 && old.path() != entry &&
-        old.path().filename().string().find(".tmp.") == std::string::npos)
-      fs::remove(old.path(), ec);
-  // Several ranks may inflate the same file at once: each writes its own temporary
-  // file, and the renames replace one complete copy with another.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  remove_stale(path);
+  // mkstemp: a name no other writer (another rank, another host sharing the folder)
+  // holds, created afresh, never through a link someone left at that name.
+  std::string tmp = entry + kTmpMark + "XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
   if (fd < 0) return;
   size_t done = 0;
   while (done < size) {
@@ -102,8 +124,18 @@ void cache_inflated(const std::string& gz_path, const uint8_t* bytes, size_t siz
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
-  const bool ok = ::close(fd) == 0 && done == size;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+  // On disk before it has its name, so that a crash cannot leave a named file of the
+  // right size with zeros in it.
+  bool ok = done == size && ::fchmod(fd, 0644) == 0 && ::fsync(fd) == 0;
+  ok = ::close(fd) == 0 && ok;
+  // link, not rename: an entry that exists already stays (it is whole, and other ranks
+  // may have it mapped); this copy is then simply not needed.
+  if (ok) (void)::link(tmp.c_str(), entry.c_str());
+  ::unlink(tmp.c_str());
+}
+
+void drop_inflated(const std::string& entry) {
+  if (!entry.empty()) ::unlink(entry.c_str());
 }
 
 }  // namespace tandem

@@ -225,10 +225,12 @@ BOOST_AUTO_TEST_CASE(bad_idx_contents_are_reported) {
 BOOST_AUTO_TEST_CASE(inflated_copies_are_cached_and_kept_current) {
   TempDir tmp("data");
   const std::string cache = tmp.file("cache");
+  struct Restore {
+    const char* was = std::getenv("TANDEM_CACHE_DIR");
+    std::string value = was ? was : "";
+    ~Restore() { was ? ::setenv("TANDEM_CACHE_DIR", value.c_str(), 1) : ::unsetenv("TANDEM_CACHE_DIR"); }
+  } restore;
   ::setenv("TANDEM_CACHE_DIR", cache.c_str(), 1);
-  struct Unset {
-    ~Unset() { ::unsetenv("TANDEM_CACHE_DIR"); }
-  } unset;
   BOOST_TEST(inflated_cache_dir() == cache + "/inflated");
   auto entries = [&] {
     std::vector<fs::path> out;

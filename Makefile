@@ -29,9 +29,10 @@ quickstart: configure
 
 # PyTorch (Debian's python3-torch) for the tests that check tandem against it: the
 # GPT's golden replay and params.safetensors loaded into the equivalent model.
-# ctest -j counts quarter-cores (tests/CMakeLists.txt), six per core: a test that
-# waits counts 1 or 2 where it keeps less busy, so the waiting ones overlap those that
-# compute. On 2 cores: -j8 left the machine 85% busy (172 s), -j12 99% (151 s).
+# ctest -j counts quarter-cores (tests/CMakeLists.txt), and -j is six per core, half
+# again what the cores hold: a test's count is its measured share rounded up, so the
+# waiting tests overlap those that compute. On 2 cores: -j8 left the machine 85% busy
+# (172 s), -j12 99% (151 s).
 test: build
 	@tools/install-deps.sh python3-torch
 	cd $(BUILD) && ctest --output-on-failure -j $$(( 6 * $(JOBS) ))

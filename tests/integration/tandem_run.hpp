@@ -1,8 +1,8 @@
 #pragma once
 // Running the tandem binary from a Boost.Test file (tests/integration): a scratch
-// folder per test module, a run with the small-model overrides these tests share,
+// folder per test process, a run with the small-model overrides these tests share,
 // and readers for what a run leaves (summary.json, the trace's iteration lines).
-// Include after <boost/test/unit_test.hpp>, with BOOST_TEST_MODULE defined.
+// Include after <boost/test/unit_test.hpp>.
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -21,11 +21,9 @@ namespace tandem::testing {
 
 using nlohmann::json;
 
-#define TANDEM_STRINGIZE2(x) #x
-#define TANDEM_STRINGIZE(x) TANDEM_STRINGIZE2(x)
-
+// One per process: ctest runs each suite of integration_tests in a process of its own.
 inline const TempDir& scratch() {
-  static TempDir dir(TANDEM_STRINGIZE(BOOST_TEST_MODULE));
+  static TempDir dir("integration");
   return dir;
 }
 

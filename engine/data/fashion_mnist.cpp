@@ -2,7 +2,6 @@
 
 #include <array>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "engine/core/error.hpp"
@@ -30,18 +29,16 @@ public:
     if (images.dims[0] != labels.dims[0])
       TANDEM_FAIL_HINT("reinstall " + std::string(kPackage), prefix, "-images-idx3-ubyte.gz holds ", images.dims[0],
                        " images but ", prefix, "-labels-idx1-ubyte.gz holds ", labels.dims[0], " labels");
-    for (size_t i = 0; i < labels.size; ++i)
-      if (labels.data[i] >= 10)
-        TANDEM_FAIL_HINT("reinstall " + std::string(kPackage), "label ", int(labels.data[i]), " of sample ", i,
+    for (size_t i = 0; i < labels.bytes.size; ++i)
+      if (labels.bytes.data[i] >= 10)
+        TANDEM_FAIL_HINT("reinstall " + std::string(kPackage), "label ", int(labels.bytes.data[i]), " of sample ", i,
                          " in ", prefix, "-labels-idx1-ubyte.gz is not a class 0..9");
-    pixels_ = images.data;
-    labels_ = labels.data;
-    size_ = static_cast<int64_t>(labels.size);
-    owners_ = {std::move(images.owner), std::move(labels.owner)};
+    pixels_ = std::move(images.bytes);
+    labels_ = std::move(labels.bytes);
     for (int v = 0; v < 256; ++v) table_[v] = (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
-    rows_.samples = pixels_;
+    rows_.samples = pixels_.data;
     rows_.sample_bytes = rows_.sample_stride = 28 * 28;
-    rows_.labels = labels_;
+    rows_.labels = labels_.data;
     rows_.label_bytes = rows_.label_stride = 1;
     rows_.table = table_.data();
     rows_.rows = size();
@@ -51,7 +48,7 @@ public:
   FashionMnist& operator=(const FashionMnist&) = delete;
 
   std::string name() const override { return name_; }
-  int64_t size() const override { return size_; }
+  int64_t size() const override { return static_cast<int64_t>(labels_.size); }
   const Shape& sample_shape() const override { return shape_; }
   int classes() const override { return 10; }
 
@@ -60,10 +57,10 @@ public:
     for (int64_t i = 0; i < count; ++i) {
       const int64_t s = indices[i];
       TANDEM_CHECK(s >= 0 && s < size(), "sample index ", s, " outside ", name_, " of size ", size());
-      const uint8_t* src = pixels_ + static_cast<size_t>(s) * kPixels;
+      const uint8_t* src = pixels_.data + static_cast<size_t>(s) * kPixels;
       float* dst = x + static_cast<size_t>(i) * kPixels;
       for (size_t p = 0; p < kPixels; ++p) dst[p] = table_[src[p]];
-      labels[i] = labels_[static_cast<size_t>(s)];
+      labels[i] = labels_.data[static_cast<size_t>(s)];
     }
   }
 
@@ -73,8 +70,8 @@ public:
     for (int64_t i = 0; i < count; ++i) {
       const int64_t s = indices[i];
       TANDEM_CHECK(s >= 0 && s < size(), "sample index ", s, " outside ", name_, " of size ", size());
-      std::memcpy(x + static_cast<size_t>(i) * kPixels, pixels_ + static_cast<size_t>(s) * kPixels, kPixels);
-      labels[i] = labels_[static_cast<size_t>(s)];
+      std::memcpy(x + static_cast<size_t>(i) * kPixels, pixels_.data + static_cast<size_t>(s) * kPixels, kPixels);
+      labels[i] = labels_.data[static_cast<size_t>(s)];
     }
   }
 
@@ -85,11 +82,7 @@ private:
   // (byte / 255 - mean) / std, as the table below computes it on the host.
   ByteForm bytes_{1.0f / (255.0f * kFashionMnistStd), -kFashionMnistMean / kFashionMnistStd};
   Shape shape_{1, 28, 28};
-  // Into the inflated files (mapped from the cache where it has them), kept by owners_.
-  const uint8_t* pixels_ = nullptr;
-  const uint8_t* labels_ = nullptr;
-  int64_t size_ = 0;
-  std::array<std::shared_ptr<const void>, 2> owners_;
+  SharedBytes pixels_, labels_;  // the inflated files (mapped from the cache where it has them)
   std::array<float, 256> table_;  // normalised value of each byte: a lookup, not arithmetic, per pixel
   ByteRows rows_;
 };

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "engine/core/error.hpp"
-#include "engine/data/inflated_cache.hpp"
 
 namespace tandem {
 
@@ -63,11 +62,8 @@ SharedBytes gunzip_file(const std::string& path, const std::string& package) {
     TANDEM_FAIL_HINT("reinstall it with `apt-get install --reinstall " + package + "`", "data file '", path,
                      "' is truncated or corrupt (zlib: ", errnum != Z_OK ? zmsg : "error " + std::to_string(rc),
                      ", after ", filled, " decompressed bytes)");
-  SharedBytes bytes;
-  bytes.data = out->data();
-  bytes.size = out->size();
-  bytes.owner = std::move(out);
-  return bytes;
+  const uint8_t* data = out->data();
+  return {data, filled, std::move(out)};
 }
 
 uint32_t big_endian(const uint8_t* p) {
@@ -100,9 +96,7 @@ IdxArray parse_idx(SharedBytes raw, const std::string& path, int expected_ndim, 
   if (raw.size - header != count)
     TANDEM_FAIL_HINT(reinstall, "data file '", path, "' holds ", raw.size - header, " data bytes but its header says ",
                      count, " (", expected_ndim, " dimensions): the file is truncated or padded");
-  a.data = raw.data + header;
-  a.size = raw.size - header;
-  a.owner = std::move(raw.owner);
+  a.bytes = {raw.data + header, raw.size - header, std::move(raw.owner)};
   return a;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -43,13 +44,9 @@ std::string stamp(const struct timespec& t) { return std::to_string(t.tv_sec) + 
 // Copies of the same source under other names (it changed since), and temporary files
 // a dead writer left: removed. A rank that still maps an old copy keeps its pages.
 void remove_stale(const fs::path& entry) {
-  // The entry's name ends in four fields (size, inode, two times; no '-' in them):
-  // what precedes them is entry_prefix(source).
+  // The name is entry_prefix(source) and a key with no '-' in it.
   const std::string name = entry.filename().string();
-  size_t cut = name.size();
-  for (int fields = 0; fields < 4 && cut != std::string::npos && cut > 0; ++fields) cut = name.rfind('-', cut - 1);
-  if (cut == std::string::npos || cut == 0) return;
-  const std::string prefix = name.substr(0, cut + 1);
+  const std::string prefix = name.substr(0, name.rfind('-') + 1);
   std::error_code ec;
   fs::directory_iterator it(entry.parent_path(), ec), end;
   for (; !ec && it != end; it.increment(ec)) {
@@ -84,8 +81,8 @@ std::string inflated_entry(const std::string& gz_path) {
   const fs::path source = fs::absolute(gz_path, ec);
   struct stat st {};
   if (ec || ::stat(source.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
-  return dir + "/" + entry_prefix(source) + std::to_string(st.st_size) + "-" + std::to_string(st.st_ino) + "-" +
-         stamp(st.st_mtim) + "-" + stamp(st.st_ctim);
+  return dir + "/" + entry_prefix(source) + std::to_string(st.st_size) + "_" + std::to_string(st.st_ino) + "_" +
+         stamp(st.st_mtim) + "_" + stamp(st.st_ctim);
 }
 
 SharedBytes map_inflated(const std::string& entry) {
@@ -121,6 +118,7 @@ void store_inflated(const std::string& entry, const uint8_t* bytes, size_t size)
   size_t done = 0;
   while (done < size) {
     const ssize_t n = ::write(fd, bytes + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }

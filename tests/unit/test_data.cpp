@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(bad_idx_contents_are_reported) {
   write_idx_gz(good_path, 2051, {2, 1, 3}, {0, 1, 2, 3, 4, 255});
   IdxArray a = read_idx_gz(good_path, 3, "dataset-fashion-mnist");
   BOOST_TEST(a.dims == (std::vector<uint32_t>{2, 1, 3}));
-  BOOST_TEST(std::vector<uint8_t>(a.data, a.data + a.size) == (std::vector<uint8_t>{0, 1, 2, 3, 4, 255}));
+  BOOST_TEST(std::vector<uint8_t>(a.bytes.data, a.bytes.data + a.bytes.size) == (std::vector<uint8_t>{0, 1, 2, 3, 4, 255}));
 }
 
 // The inflated cache (engine/data/inflated_cache.hpp): a second read is served from
@@ -245,7 +245,7 @@ BOOST_AUTO_TEST_CASE(inflated_copies_are_cached_and_kept_current) {
   write_idx_gz(path, 2051, {2048, 32, 32}, payload);
   auto read = [&] {
     IdxArray a = read_idx_gz(path, 3, "dataset-fashion-mnist");
-    return std::vector<uint8_t>(a.data, a.data + a.size);
+    return std::vector<uint8_t>(a.bytes.data, a.bytes.data + a.bytes.size);
   };
   BOOST_TEST(read() == payload);
   auto files = entries();
@@ -279,7 +279,7 @@ BOOST_AUTO_TEST_CASE(inflated_copies_are_cached_and_kept_current) {
   // Small files are not cached; TANDEM_CACHE_DIR=off caches nothing.
   const std::string small = tmp.file("small.gz");
   write_idx_gz(small, 2049, {3}, {1, 2, 3});
-  BOOST_TEST(read_idx_gz(small, 1, "dataset-fashion-mnist").size == 3u);
+  BOOST_TEST(read_idx_gz(small, 1, "dataset-fashion-mnist").bytes.size == 3u);
   BOOST_TEST(entries().size() == 1u);
   ::setenv("TANDEM_CACHE_DIR", "off", 1);
   BOOST_TEST(inflated_cache_dir() == "");

@@ -16,6 +16,11 @@ namespace tandem {
 
 namespace {
 
+// The experiment's policy keys as the worker's limits.
+PolicyLimits policy_limits(const PolicyConfig& cfg) {
+  return {cfg.budget_ms, cfg.memory_mb, cfg.init_budget_ms.value_or(0.0)};
+}
+
 // How long collect() waits for a decision before it gives up on the policy thread.
 // The thread bounds every call itself (PolicyProcess kills a worker past its
 // deadlines), so this is only a backstop, on the wall clock with minutes of margin:
@@ -136,8 +141,7 @@ std::string plan_problem(const std::vector<int64_t>& b, const PolicyCluster& c, 
 void check_policy(const ExperimentConfig& cfg, int workers) {
   const PolicyCluster cluster = policy_cluster(cfg, workers, /*measure_memory=*/true);
   try {
-    PolicyProcess policy(cfg.policy.file,
-                         {cfg.policy.budget_ms, cfg.policy.memory_mb, cfg.policy.init_budget_ms.value_or(0.0)});
+    PolicyProcess policy(cfg.policy.file, policy_limits(cfg.policy));
     policy.init(cluster);
   } catch (const PolicyFailure& f) {
     TANDEM_FAIL_HINT("fix the policy file, or leave policy.file unset to train with plan.kind",
@@ -146,7 +150,7 @@ void check_policy(const ExperimentConfig& cfg, int workers) {
 }
 
 PolicyHost::PolicyHost(const PolicyConfig& cfg, PolicyCluster cluster)
-    : cfg_(cfg), cluster_(std::move(cluster)), limits_{cfg.budget_ms, cfg.memory_mb, cfg.init_budget_ms.value_or(0.0)} {
+    : cfg_(cfg), cluster_(std::move(cluster)), limits_(policy_limits(cfg)) {
   try {
     worker_ = std::make_unique<PolicyProcess>(cfg_.file, limits_);
     worker_->init(cluster_);

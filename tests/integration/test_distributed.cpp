@@ -37,8 +37,8 @@ std::string experiment_file(const std::string& name, const std::string& body) {
   return scratch().write(name + ".lua", "return " + body + "\n");
 }
 
-// The time of day (s) that rank 0 logged the first line containing `what` at
-// ("HH:MM:SS.mmm [r0] ..."); -1 when it logged none.
+// The time of day (s) that `rank` ("[r0]"; "[r" for any rank) logged the first line
+// containing `what` at ("HH:MM:SS.mmm [r0] ..."); -1 when it logged none.
 double logged_at(const std::string& output, const std::string& what, const std::string& rank = "[r0]") {
   std::istringstream in(output);
   for (std::string line; std::getline(in, line);) {
@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(hang_is_named) {
   // Any rank that waits on rank 2 may abort first (rank 1 did, with twelve tests on
   // 2 cores); every rank's first all-reduce follows the set-up collectives, which
   // follow rank 0's start line.
-  const double started = logged_at(r.output, "workers over"), aborted = logged_at(r.output, "aborting the job", "] ");
+  const double started = logged_at(r.output, "workers over"), aborted = logged_at(r.output, "aborting the job", "[r");
   BOOST_REQUIRE_MESSAGE(started >= 0 && aborted >= 0, "no start or abort line in the log:\n" << r.output);
   const double waited = aborted >= started ? aborted - started : aborted - started + 86400;  // past midnight
   // Rank 0's all-reduce began after its start line: not before the deadline (log

@@ -66,7 +66,7 @@ public:
   explicit CudaDevice(const CudaOptions& o)
       : ordinal_(o.ordinal),
         bf16_gemms_(o.precision == Precision::bf16),
-        pool_([this](size_t bytes) -> void* {
+        pool_([](size_t bytes) -> void* {
                 void* p = nullptr;
                 if (cudaMalloc(&p, bytes) != cudaSuccess) {
                   (void)cudaGetLastError();  // clear the sticky-free error so the pool may retry

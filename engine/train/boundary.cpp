@@ -21,8 +21,8 @@ namespace tandem {
 Boundary::Boundary(const BoundaryParts& parts, const std::string& host, const std::string& device,
                    const std::string& pending, const ClusterStats& cluster)
     : p_(parts), eval_every_(parts.cfg.eval_every > 0 ? parts.cfg.eval_every : parts.per_epoch), host_(host),
-      device_(device), console_(parts.console, parts.comm, parts.emulator, parts.cfg.global_batch, parts.total,
-               parts.model.targets_per_sample()),
+      device_(device),
+      console_(parts.console, parts.comm, parts.emulator, parts.total, parts.model.targets_per_sample()),
       reports_(static_cast<size_t>(parts.comm.size())), cluster_(cluster),
       length_(run_length(parts.cfg, parts.per_epoch)), adascale_(parts.cfg.adascale_gain()) {
   if (!pending.empty()) std::memcpy(reports_.data(), pending.data(), pending.size());

@@ -7,9 +7,8 @@
 
 namespace tandem {
 
-ConsoleLink::ConsoleLink(Console* console, Comm& comm, Emulator& emulator, int64_t global_batch, int64_t total,
-                         int64_t targets_per_sample)
-    : console_(console), comm_(comm), emulator_(emulator), global_batch_(global_batch), total_(total),
+ConsoleLink::ConsoleLink(Console* console, Comm& comm, Emulator& emulator, int64_t total, int64_t targets_per_sample)
+    : console_(console), comm_(comm), emulator_(emulator), total_(total),
       targets_(std::max<int64_t>(targets_per_sample, 1)),
       reports_(static_cast<size_t>(comm.size())) {}
 

@@ -22,8 +22,7 @@ class ConsoleLink {
 public:
   // console: rank 0's console, or null (other ranks, or none asked for).
   // targets_per_sample: predictions per sample (the loss shown is their mean).
-  ConsoleLink(Console* console, Comm& comm, Emulator& emulator, int64_t global_batch, int64_t total,
-              int64_t targets_per_sample);
+  ConsoleLink(Console* console, Comm& comm, Emulator& emulator, int64_t total, int64_t targets_per_sample);
   bool active() const { return console_ != nullptr; }
 
   // Rank 0, at the boundary before iteration t (t - 1 the last completed): runs the
@@ -52,7 +51,7 @@ private:
   Console* console_;
   Comm& comm_;
   Emulator& emulator_;
-  int64_t global_batch_, total_, targets_;
+  int64_t total_, targets_;
   ConsoleRequests asked_;
   std::deque<SlowdownRequest> slowdowns_;  // asked, not yet sent
   std::vector<WorkerStats> reports_;       // the last recorded, by rank

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "engine/core/write_all.hpp"
+
 namespace tandem {
 
 namespace fs = std::filesystem;
@@ -115,16 +117,9 @@ void store_inflated(const std::string& entry, const uint8_t* bytes, size_t size)
   std::string tmp = entry + kTmpMark + "XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) return;
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::write(fd, bytes + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
   // On disk before it has its name, so that a crash cannot leave a named file of the
   // right size with zeros in it.
-  bool ok = done == size && ::fchmod(fd, 0644) == 0 && ::fsync(fd) == 0;
+  bool ok = write_all(fd, bytes, size) == size && ::fchmod(fd, 0644) == 0 && ::fsync(fd) == 0;
   ok = ::close(fd) == 0 && ok;
   // link, not rename: an entry that exists already stays (it is whole, and other ranks
   // may have it mapped); this copy is then simply not needed.

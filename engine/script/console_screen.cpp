@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/core/write_all.hpp"
+
 namespace tandem {
 
 namespace {
@@ -22,16 +24,6 @@ struct Capture {
 std::mutex g_mu;
 Capture g_capture;
 std::atomic<int> g_pumps{0};  // copy threads still running
-
-void write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 // At exit: the job has ended (the launcher waited for it), so its output has been
 // written; give the copy a moment to put it on the screen. A writer that outlives

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/core/error.hpp"
+#include "engine/core/write_all.hpp"
 
 namespace tandem {
 
@@ -45,17 +46,11 @@ public:
     if (fd_ >= 0) ::close(fd_);
   }
   void write(const void* data, size_t bytes) {
-    const char* p = static_cast<const char*>(data);
-    while (bytes > 0) {
-      const ssize_t n = ::write(fd_, p, bytes);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        TANDEM_FAIL_HINT("free disk space (or move the run directory: out_dir=...) and resume from the last "
-                         "checkpoint", system_error("cannot write the checkpoint", path_));
-      crc_ = crc32_z(crc_, reinterpret_cast<const Bytef*>(p), static_cast<z_size_t>(n));
-      p += n;
-      bytes -= static_cast<size_t>(n);
-    }
+    if (write_all(fd_, data, bytes) != bytes)
+      TANDEM_FAIL_HINT("free disk space (or move the run directory: out_dir=...) and resume from the last "
+                       "checkpoint", system_error("cannot write the checkpoint", path_));
+    // Not for an empty write: crc32_z of a null buffer is zlib's initial value.
+    if (bytes > 0) crc_ = crc32_z(crc_, static_cast<const Bytef*>(data), static_cast<z_size_t>(bytes));
   }
   uLong crc() const { return crc_; }
   void sync_and_close() {

@@ -24,6 +24,15 @@ if(NOT DEFINED TANDEM_COLD_CXX)
       "Compiler for the -O0 code (cmake/cold_compiler.cmake); empty for CMAKE_CXX_COMPILER")
 endif()
 if(TANDEM_COLD_CXX AND NOT TANDEM_COLD_CXX STREQUAL "OFF")
+  # A name is looked up on PATH once here, so that a compiler that is not there fails
+  # the configure, not every compile.
+  find_program(_cold_path NAMES ${TANDEM_COLD_CXX} NO_CACHE)
+  if(NOT _cold_path)
+    message(FATAL_ERROR "TANDEM_COLD_CXX='${TANDEM_COLD_CXX}' is not an executable compiler: install clang "
+                        "(`apt-get install clang`), or configure with -DTANDEM_COLD_CXX= to compile everything "
+                        "with ${CMAKE_CXX_COMPILER}")
+  endif()
+  set(TANDEM_COLD_CXX_PATH ${_cold_path})
   message(STATUS "tandem: -O0 code compiled by ${TANDEM_COLD_CXX}, -O3 code by ${CMAKE_CXX_COMPILER}")
 endif()
 
@@ -32,7 +41,7 @@ function(tandem_cold_compiler)
   if(NOT TANDEM_COLD_CXX OR TANDEM_COLD_CXX STREQUAL "OFF")
     return()
   endif()
-  set(launcher ${CMAKE_SOURCE_DIR}/cmake/compile_with.sh ${TANDEM_COLD_CXX} ${CMAKE_CXX_COMPILER_LAUNCHER} --)
+  set(launcher ${CMAKE_SOURCE_DIR}/cmake/compile_with.sh ${TANDEM_COLD_CXX_PATH} ${CMAKE_CXX_COMPILER_LAUNCHER} --)
   foreach(target ${ARGN})
     set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${launcher}")
   endforeach()

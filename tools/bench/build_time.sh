@@ -134,7 +134,11 @@ if [[ $only == all || $only == test ]]; then
     echo "make test, baseline: $(minutes "$t_base") in all, the suite's own run $(minutes "$s_base"); new is $(ratio "$t_base" "$t_new" 4) faster"
     json+=", \"test_baseline_s\": \"$t_base\", \"suite_baseline_s\": \"$s_base\""
   fi
-  rm -rf "$work/new-test" "$work/base-test" "$work"/*.cache
+  # A cut suite's last tests (in namespaces or sessions of their own) may write into
+  # their run folders a moment longer: the clean-up waits for them rather than abort
+  # the script before its results are written.
+  rm -rf "$work/new-test" "$work/base-test" "$work"/*.cache 2>/dev/null ||
+    { sleep 15; rm -rf "$work/new-test" "$work/base-test" "$work"/*.cache || true; }
 fi
 echo "$json}" >"$work/build_time.json"
 echo "build_time: results in $work/build_time.json, logs beside it"

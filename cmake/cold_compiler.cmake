@@ -14,7 +14,8 @@
 if(NOT DEFINED TANDEM_COLD_CXX)
   set(_cold_default "")
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    find_program(TANDEM_CLANGXX NAMES clang++)
+    # Debian's clang-NN packages install clang++-NN; the clang package adds clang++.
+    find_program(TANDEM_CLANGXX NAMES clang++ clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++-14)
     mark_as_advanced(TANDEM_CLANGXX)
     if(TANDEM_CLANGXX)
       set(_cold_default ${TANDEM_CLANGXX})

@@ -71,9 +71,6 @@ elseif(TANDEM_CUDA_CHECK)
     # Each GPU test has its own main(): never one unity file (-DCMAKE_UNITY_BUILD=ON).
     set_target_properties(${check} PROPERTIES UNITY_BUILD OFF)
   endforeach()
-  # Not the tests with their precompiled header: clang refuses the GCC one an older
-  # build folder holds, and the header saves the tests more than clang would.
-  tandem_cold_compiler(tandem_cuda_check)
   # What every GPU test reads (tests/gpu/gpu_test.hpp's headers), parsed once.
   target_precompile_headers(tandem_cuda_check_tests PRIVATE <algorithm> <cmath> <cstdint> <cstdio> <cstring> <memory>
                             <random> <string> <vector> <cuda_runtime_api.h> engine/core/device.hpp

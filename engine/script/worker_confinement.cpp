@@ -16,7 +16,9 @@
 #if TANDEM_HAVE_SECCOMP
 #include <seccomp.h>
 // libseccomp's SCMP_A0..A5 leave the comparison's second datum to zero, which
-// clang's -Wextra reports at every use.
+// clang's -Wextra reports at every use; popped at the end of this file (a unity
+// batch compiles the files after it in the same translation unit).
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #endif
 
@@ -111,3 +113,7 @@ void arm_cpu_limit(double seconds) {
 }
 
 }  // namespace tandem
+
+#if TANDEM_HAVE_SECCOMP
+#pragma GCC diagnostic pop  // pushed before seccomp.h
+#endif

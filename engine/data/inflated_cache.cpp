@@ -1,17 +1,15 @@
 #include "engine/data/inflated_cache.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <system_error>
 
+#include "engine/core/mapped_file.hpp"
 #include "engine/core/write_all.hpp"
 
 namespace tandem {
@@ -88,21 +86,15 @@ std::string inflated_entry(const std::string& gz_path) {
 }
 
 SharedBytes map_inflated(const std::string& entry) {
-  if (entry.empty()) return {};
-  const int fd = ::open(entry.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  struct stat st {};
-  void* map = MAP_FAILED;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0)
-    map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);  // the mapping keeps the file
-  if (map == MAP_FAILED) return {};
-  const size_t size = static_cast<size_t>(st.st_size);
-  SharedBytes out;
-  out.data = static_cast<const uint8_t*>(map);
-  out.size = size;
-  out.owner = std::shared_ptr<const void>(map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
-  return out;
+  // No entry yet is the usual miss: said without an exception.
+  if (entry.empty() || ::access(entry.c_str(), R_OK) != 0) return {};
+  try {
+    auto file = std::make_shared<MappedFile>(entry, "inflated cache file '" + entry + "'", "");
+    if (!file->data()) return {};  // empty
+    return {file->data(), static_cast<size_t>(file->size()), file};
+  } catch (const std::exception&) {
+    return {};  // removed meanwhile, or not mappable: inflated again
+  }
 }
 
 void store_inflated(const std::string& entry, const uint8_t* bytes, size_t size) {

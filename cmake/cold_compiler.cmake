@@ -61,9 +61,10 @@ elseif(TANDEM_COLD_CXX AND NOT TANDEM_COLD_CXX STREQUAL "OFF")
   endif()
 endif()
 
-# The cold compiler must compile C++17 against the libstdc++ GCC uses (the same
-# _GLIBCXX_RELEASE and __GLIBCXX__ date), or the two halves would not agree on the
-# library's types. Checked once per pair of compilers (about 0.3 s).
+# The cold compiler must read the libstdc++ GCC uses (the same _GLIBCXX_RELEASE and
+# __GLIBCXX__ date), or the two halves would not agree on the library's types: both
+# preprocess a few standard headers in C++17 and print the two macros. Checked once
+# per pair of compilers (about 0.3 s).
 if(_cold_wanted)
   set(_cold_key "${_cold_wanted};${CMAKE_CXX_COMPILER}")
   if(NOT TANDEM_COLD_CXX_CHECKED STREQUAL _cold_key)
@@ -72,13 +73,12 @@ if(_cold_wanted)
     set(_cold_ok OFF)
     execute_process(COMMAND ${_cold_wanted} -std=c++17 -E -P ${_probe} RESULT_VARIABLE _rc_cold
                     OUTPUT_VARIABLE _out_cold ERROR_VARIABLE _err_cold)
-    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -std=c++17 -E -P ${_probe} RESULT_VARIABLE _rc_gcc
-                    OUTPUT_VARIABLE _out_gcc ERROR_QUIET)
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -std=c++17 -E -P ${_probe} OUTPUT_VARIABLE _out_gcc ERROR_QUIET)
     string(REGEX MATCH "int libstdcxx\\[\\] = {[^}]*}" _lib_cold "${_out_cold}")
     string(REGEX MATCH "int libstdcxx\\[\\] = {[^}]*}" _lib_gcc "${_out_gcc}")
     if(NOT _rc_cold EQUAL 0)
       string(REGEX MATCH "[^\n]+" _err_cold "${_err_cold}")  # its first line
-      set(_cold_why "it cannot compile C++17 with the standard library (${_err_cold})")
+      set(_cold_why "it cannot read C++17's standard headers (${_err_cold})")
     elseif(NOT _lib_cold STREQUAL _lib_gcc OR NOT _lib_gcc)
       set(_cold_why "it reads another libstdc++ than ${CMAKE_CXX_COMPILER} (${_lib_cold} against ${_lib_gcc})")
     else()

@@ -111,7 +111,7 @@ int cmd_sim(const std::vector<std::string>& args) {
   layout.params = model.param_count();
   layout.floats = layout.params + tandem::ControlWire(cfg.workers).floats();
   layout.ready_points = model.gradient_ready_points();
-  layout.backward_share = 1.0 - 2.0 * model.forward_macs_per_sample() / model.train_flops_per_sample();
+  layout.backward_share = model.backward_share();
   const tandem::SimSummary s = tandem::simulate(cfg, machine, layout, sampler.iterations_per_epoch(), policy.get());
   std::printf("%s\n", s.run.run_dir.c_str());
   return 0;

@@ -79,6 +79,12 @@ public:
   // FLOPs one training sample really executes: forward, weight gradients, and input
   // gradients of every layer but the first with parameters (nothing reads those).
   double train_flops_per_sample() const { return 2.0 * (3.0 * macs_per_sample_ - first_layer_macs_); }
+  // The backward pass's share of those (2/3 where none are counted): the pace at which
+  // the simulator's and an emulated device's gradients become final (bucket_plan.hpp).
+  double backward_share() const {
+    const double train = train_flops_per_sample();
+    return train > 0.0 ? 1.0 - 2.0 * macs_per_sample_ / train : 2.0 / 3.0;
+  }
 
 private:
   // Points every layer's parameter and gradient views into the flat buffers.

@@ -25,18 +25,19 @@ double NetworkModel::ring_ms(int members, double bytes) const {
   return members <= 1 ? 0.0 : transfer_ms(members, bytes) + link_delay_ms_;
 }
 
-NetworkModel::Sums NetworkModel::bucket_sums(const std::vector<double>& compute_ms) const {
+NetworkModel::Sums NetworkModel::bucket_sums(const std::vector<double>& compute_ms,
+                                             const std::vector<int64_t>& passes) const {
   Sums out;
   double done = 0.0;  // when the rings before this bucket's are done
   for (size_t k = 0; k < buckets_.size(); ++k) {
     const Bucket& b = buckets_[k];
-    // The share of the backward pass that finished this bucket: the gradients from
-    // its first one to the end (the last bucket: all of them).
-    const bool last = k + 1 == buckets_.size();
-    const double share =
-        last ? 1.0 : static_cast<double>(params_ - (b.begin - control_)) / static_cast<double>(params_);
+    // When every worker's backward pass has finished this bucket: its gradients from
+    // its first one to the end (the last bucket: all of them, and the control).
+    const size_t from = k + 1 == buckets_.size() ? 0 : b.begin - control_;
     double ready = 0.0;
-    for (double c : compute_ms) ready = std::max(ready, c * (1.0 - backward_share_ * (1.0 - share)));
+    for (size_t r = 0; r < compute_ms.size(); ++r)
+      ready = std::max(ready, compute_ms[r] * ready_fraction(from, params_, backward_share_,
+                                                             r < passes.size() ? passes[r] : 1));
     const double start = std::max(ready, done);
     if (k == 0) out.first_start_ms = start;
     done = start + transfer_ms(ring_members_, wire_bytes(static_cast<double>(b.end - b.begin) * sizeof(float)));

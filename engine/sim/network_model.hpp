@@ -12,6 +12,7 @@
 // workers a host (sim.ranks_per_host) in two levels, the ring across hosts only (the
 // host's sum in its memory is taken as free).
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "engine/train/config.hpp"
@@ -44,12 +45,12 @@ public:
   // Whether a bsp step sums in buckets during the backward pass (more than one bucket).
   bool bucketed() const { return workers_ > 1 && buckets_.size() > 1; }
   size_t buckets() const { return buckets_.size(); }
-  // Bucketed: given each worker's compute (from the step's start), when the first
-  // bucket's ring starts and the last one's ends.
+  // Bucketed: given each worker's compute (from the step's start) and its micro-batches
+  // (1 where not given), when the first bucket's ring starts and the last one's ends.
   struct Sums {
     double first_start_ms = 0.0, end_ms = 0.0;
   };
-  Sums bucket_sums(const std::vector<double>& compute_ms) const;
+  Sums bucket_sums(const std::vector<double>& compute_ms, const std::vector<int64_t>& passes = {}) const;
   // A push of the gradients to the parameter server and its reply.
   double server_ms() const;
 

@@ -166,8 +166,12 @@ void Simulator::step(int64_t t) {
   NetworkModel::Sums sums;
   if (network_.bucketed()) {
     std::vector<double> compute(now_.size());
-    for (size_t r = 0; r < now_.size(); ++r) compute[r] = now_[r].compute_ms;
-    sums = network_.bucket_sums(compute);
+    std::vector<int64_t> passes(now_.size());
+    for (size_t r = 0; r < now_.size(); ++r) {
+      compute[r] = now_[r].compute_ms;
+      passes[r] = plan_.micro(static_cast<int>(r), cfg_.accumulate);
+    }
+    sums = network_.bucket_sums(compute, passes);
     comm_ms = std::max(sums.end_ms - slowest, 0.0);
   }
   const double step_ms = host + slowest + comm_ms;

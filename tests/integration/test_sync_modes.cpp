@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -81,6 +82,38 @@ BOOST_AUTO_TEST_CASE(buckets_train_what_one_allreduce_trains) {
              b.output);
   BOOST_TEST(params_of("one-allreduce") == params_of("buckets"));
   BOOST_TEST(summary_of("buckets")["iterations"].get<int64_t>() == 30);
+}
+
+// An emulated device's buckets (engine/train/sync/bsp_step.cpp): each starts when the
+// emulated backward pass would finish it, as tandem sim starts it, not during the
+// real compute (a fraction of the emulated time here), which would hide the sums
+// behind the rest of it. Every bucket waits at least for the forward pass, a third of
+// the compute or more; the real pass of 32 samples takes about a millisecond.
+BOOST_AUTO_TEST_CASE(emulated_buckets_start_at_the_emulated_backward_pass) {
+  const double reference = 0.05, target = emulated_compute_ms(32, 1.0, reference);  // 104 ms
+  const RunResult r =
+      run_tandem("emulated-buckets", quickstart(),
+                 " --workers 2 global_batch=64 stop.max_iterations=8 eval_every=100 comm.bucket_mb=0.002 "
+                 "emulation.speeds=1,1 emulation.reference=" + std::to_string(reference) + fixed_calibration(),
+                 "env TANDEM_SHM_ALLREDUCE=0 ");
+  require_ok(r);
+  // Per rank and iteration, from the compute span's start to the first bucket's.
+  std::map<std::pair<int, int64_t>, double> compute_start;
+  std::vector<double> lead_ms;
+  const json perfetto = read_json(scratch().file("emulated-buckets") + "/trace.perfetto.json");
+  for (const json& e : perfetto["traceEvents"])
+    if (e.value("ph", "") == "X" && e["name"] == "compute")
+      compute_start[{e["tid"].get<int>(), e["args"]["iteration"].get<int64_t>()}] = e["ts"].get<double>() / 1000.0;
+  for (const json& e : perfetto["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e["name"] != "allreduce") continue;
+    const auto at = compute_start.find({e["tid"].get<int>(), e["args"]["iteration"].get<int64_t>()});
+    BOOST_REQUIRE(at != compute_start.end());
+    lead_ms.push_back(e["ts"].get<double>() / 1000.0 - at->second);
+  }
+  BOOST_REQUIRE_EQUAL(lead_ms.size(), 16u);
+  BOOST_TEST_MESSAGE("first bucket after the emulated compute began: median " << median(lead_ms) << " ms of "
+                                                                              << target);
+  BOOST_TEST(median(lead_ms) > target / 6);
 }
 
 // comm.dtype = 'bf16' (engine/dist/mpi_async_allreduce.hpp): 3 ranks over MPI's

@@ -161,6 +161,24 @@ BOOST_AUTO_TEST_CASE(a_sum_that_never_ends_fails_at_the_deadline) {
 // The simulator's buckets (engine/sim/network_model.hpp): a bucket's ring starts once
 // the slowest worker's backward pass (its compute's last two thirds here) has
 // finished it and the rings before it are done; bf16 halves the bytes.
+// When the gradients from an offset on are final, as a fraction of the step's compute
+// (bucket_plan.hpp): the simulator's buckets and an emulated device's start by it.
+BOOST_AUTO_TEST_CASE(gradients_are_final_at_the_backward_pass_pace) {
+  const auto close = boost::test_tools::tolerance(1e-12);
+  BOOST_TEST(ready_fraction(0, 1000, 0.75, 1) == 1.0, close);          // all of them: the compute's end
+  BOOST_TEST(ready_fraction(1000, 1000, 0.75, 1) == 0.25, close);      // none: the forward pass's end
+  BOOST_TEST(ready_fraction(600, 1000, 0.75, 1) == 1.0 - 0.45, close);  // the last 40%
+  BOOST_TEST(ready_fraction(600, 1000, 0.75, 3) == 1.0 - 0.15, close);  // in the last of 3 passes
+  BOOST_TEST(ready_fraction(5000, 1000, 0.75, 0) == 0.25, close);       // clamped; 0 passes taken as 1
+  BOOST_TEST(ready_fraction(0, 0, 0.75, 1) == 1.0, close);             // no gradients
+  // A model's backward share: 2 of every 3 FLOPs but the first layer's input gradient.
+  Model mlp(cpu_device(), tiny_mlp(), 3);
+  const double macs = mlp.forward_macs_per_sample();
+  BOOST_TEST(mlp.backward_share() == 1.0 - 2.0 * macs / mlp.train_flops_per_sample(), close);
+  BOOST_TEST(mlp.backward_share() > 0.5);
+  BOOST_TEST(mlp.backward_share() < 2.0 / 3.0);
+}
+
 BOOST_AUTO_TEST_CASE(the_simulator_overlaps_buckets_with_the_backward_pass) {
   SimConfig sim;
   sim.latency_us = 0.0;
@@ -187,6 +205,9 @@ BOOST_AUTO_TEST_CASE(the_simulator_overlaps_buckets_with_the_backward_pass) {
   slow_sim.bandwidth_gb_s = 1e-4;  // 100 bytes a millisecond
   const NetworkModel::Sums slow = NetworkModel(slow_sim, comm, emulator, 2, layout).bucket_sums({3.0, 6.0});
   BOOST_TEST(slow.end_ms == 2.4 + 4.0 + 16.0 + 20.64, close);
+  // The faster worker in 2 micro-batches: only the last pass's backward tells, so its
+  // bucket 1 is ready at 1 - (2/3)(0.9)/2 = 0.7 of its 60 ms, after the other's 0.4 of 60.
+  BOOST_TEST(net.bucket_sums({60.0, 60.0}, {2, 1}).first_start_ms == 42.0, close);
   comm.dtype = "bf16";
   const NetworkModel half(sim, comm, emulator, 2, layout);
   BOOST_TEST(half.bucket_sums({30.0, 60.0}).end_ms == 60.0 + 516 * 2 / 1000.0, close);

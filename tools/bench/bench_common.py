@@ -107,6 +107,16 @@ def torch_step_runner(step, optimizer, fill_inputs, graph):
 HOSTS = os.path.abspath("tools/multihost/netns-hosts.sh")
 
 
+def calibration_args(run_dir):
+    """A run's calibration.json as the emulation.calibration overrides a `tandem sim`
+    (or another run) takes: the same compute without measuring it again."""
+    with open(os.path.join(run_dir, "calibration.json")) as f:
+        cal = json.load(f)
+    return ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
+            "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"]),
+            "emulation.calibration.host_ms=" + ",".join(f"{m:.6f}" for m in cal["host_ms"])]
+
+
 def hosts(*args):
     """netns-hosts.sh ARGS: True when done, False when this machine cannot (exit 77)."""
     r = subprocess.run([HOSTS] + list(args), capture_output=True, text=True)

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_common import write_result
+from bench_common import calibration_args, write_result
 
 B = 512
 
@@ -48,17 +48,13 @@ def main():
         real_dir, sim_dir = os.path.join(root, f"real{n}"), os.path.join(root, f"sim{n}")
         subprocess.run([f"{args.build}/tandem", "run"] + common + ["--workers", str(n), "--out", real_dir],
                        check=True, capture_output=True)
-        with open(os.path.join(real_dir, "calibration.json")) as f:
-            cal = json.load(f)
         real = trace(real_dir)[args.skip:]
         comm_ms = sum(max(w["comm_ms"] for w in r["workers"]) for r in real) / len(real)
         # Ring: 2(n-1)/n of the gradient's bytes over the link, latency set to 0.
         with open(os.path.join(real_dir, "summary.json")) as f:
             params = json.load(f)["parameters"]
         bandwidth = 2 * (n - 1) / n * params * 4 / (comm_ms / 1000) / 1e9
-        calibration = ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
-                       "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"]),
-                       "emulation.calibration.host_ms=" + ",".join(f"{m:.6f}" for m in cal["host_ms"])]
+        calibration = calibration_args(real_dir)
         subprocess.run([f"{args.build}/tandem", "sim"] + common + calibration +
                        ["--workers", str(n), "sim.latency_us=0", f"sim.bandwidth_gb_s={bandwidth:.6f}",
                         "--out", sim_dir], check=True, capture_output=True)

@@ -10,6 +10,7 @@
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/core/rng.hpp"
+#include "engine/train/sync/bucket_plan.hpp"
 
 namespace tandem {
 
@@ -34,6 +35,7 @@ BspStep::BspStep(const BspParts& parts, bool plans_known)
       has_layer_state_(!parts.model.layer_state().empty()), nonfinite_(parts.cfg.max_nonfinite_steps),
       measure_noise_(!parts.cfg.policy.file.empty() || parts.cfg.adascale_gain()) {
   for (int r = 0; r < world_; ++r) link_delay_ms_ = std::max(link_delay_ms_, p_.emulator.comm_delay_ms(r));
+  if (p_.cfg.emulation.enabled && p_.gradients.readiness()) emulated_ready_points_ = p_.model.gradient_ready_points();
   const std::string& mode = p_.cfg.fused_step;
   fused_obstacle_ = fused_step_obstacle(p_, world_, measure_noise_, has_layer_state_);
   if (mode == "always" && !fused_obstacle_.empty())
@@ -119,7 +121,9 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   Device& dev = p_.model.device();
   // With gradient buckets, each is summed from when the backward pass finishes it.
   p_.gradients.begin_step();
-  ctx.grads_ready = p_.gradients.readiness();
+  // An emulated device's backward pass finishes them at its own pace (emulate()), not
+  // at this machine's: told there, they hide as much of the sums as that device would.
+  ctx.grads_ready = p_.cfg.emulation.enabled ? nullptr : p_.gradients.readiness();
   const double compute_start = now_ms();
   if (has_layer_state_) layer_state_before_ = p_.model.layer_state();
   const LossResult loss = p_.step.compute(x, p_.loader.labels(), ctx);
@@ -232,6 +236,18 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
     const double device_start = p_.timeline.anchor() + host_profile_ms(p_.machine, static_cast<double>(b));
     const double deadline = device_start + s.target_ms;
     if (now_ms() > deadline) ++overruns_;
+    // With gradient buckets, each layer's gradients become final when the emulated
+    // device's backward pass would finish them (the simulator's rule), so the sums
+    // start then rather than during the real compute (which would hide them behind
+    // the rest of the emulated time). Past times (an overrun) tell at once.
+    if (GradientsReady* ready = p_.gradients.readiness(); ready && !emulated_ready_points_.empty()) {
+      const double share = p_.model.backward_share();
+      for (const size_t point : emulated_ready_points_) {
+        sleep_until_ms(device_start +
+                       s.target_ms * ready_fraction(point, p_.model.param_count(), share, now.micro_batches));
+        ready->ready_from(point);
+      }
+    }
     sleep_until_ms(deadline);
     now.compute_end_ms = now_ms() - p_.timeline.origin();
     now.speed = p_.emulator.speed(rank_, t);

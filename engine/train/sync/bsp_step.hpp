@@ -111,6 +111,9 @@ private:
   bool plans_known_, has_layer_state_;
   std::vector<double> layer_state_before_;
   double link_delay_ms_ = 0.0;  // the slowest emulated link holds every rank
+  // Emulated with gradient buckets: the layers' ready points (Model::gradient_ready_points)
+  // that emulate() tells at the emulated device's pace instead of the real pass's.
+  std::vector<size_t> emulated_ready_points_;
   NonfiniteStreak nonfinite_;
   bool warned_clamp_ = false;
   int64_t overruns_ = 0;

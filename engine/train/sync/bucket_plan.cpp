@@ -1,5 +1,7 @@
 #include "engine/train/sync/bucket_plan.hpp"
 
+#include <algorithm>
+
 namespace tandem {
 
 std::vector<Bucket> plan_buckets(const std::vector<size_t>& ready_points, size_t control, size_t params,
@@ -16,6 +18,12 @@ std::vector<Bucket> plan_buckets(const std::vector<size_t>& ready_points, size_t
   }
   out.push_back({0, control + end});
   return out;
+}
+
+double ready_fraction(size_t offset, size_t params, double backward_share, int64_t passes) {
+  if (params == 0) return 1.0;
+  const double unfinished = static_cast<double>(std::min(offset, params)) / static_cast<double>(params);
+  return 1.0 - backward_share * unfinished / static_cast<double>(std::max<int64_t>(passes, 1));
 }
 
 }  // namespace tandem

@@ -11,6 +11,7 @@
 #include "engine/core/clock.hpp"
 #include "engine/core/error.hpp"
 #include "engine/dist/mpi_check.hpp"
+#include "engine/dist/mpi_scatter_gather.hpp"
 #include "kernels/cpu/bf16_wire.hpp"
 
 namespace tandem {
@@ -23,10 +24,11 @@ public:
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     // Collectives on a communicator must start in the same order on every rank. The
-    // starts come in the buckets' order everywhere, but a bf16 sum's second step
-    // starts when its first is seen done, which differs between ranks: those go on a
-    // communicator of their own, in the buckets' order too (advance()).
-    if (wire_ == Wire::bf16) check_mpi(MPI_Comm_dup(comm_, &gather_comm_), "MPI_Comm_dup", "the bf16 gradient wire");
+    // starts come in the buckets' order everywhere, but a sum's second step (bf16, or
+    // a large float32 sum: mpi_scatter_gather.hpp) starts when its first is seen done,
+    // which differs between ranks: those go on a communicator of their own, in the
+    // buckets' order too (advance()).
+    check_mpi(MPI_Comm_dup(comm_, &gather_comm_), "MPI_Comm_dup", "the gradient buckets' gathers");
   }
   // Sums still in flight (a step that failed) complete or die with the job: freeing
   // a communicator leaves its pending operations to finish normally.
@@ -40,7 +42,13 @@ public:
     s.data = data;
     s.count = count;
     if (wire_ == Wire::fp32) {
-      allreduce(data, count, s, what);
+      if (ScatterGatherSum::fits(count, size_)) {
+        s.requests.push_back(MPI_REQUEST_NULL);
+        s.scatter_gather.exchange(data, count, comm_, &s.requests.back(), what);
+        s.phase = Phase::exchanging;
+      } else {
+        allreduce(data, count, s, what);
+      }
       return;
     }
     exact = std::min(exact, count);
@@ -71,6 +79,7 @@ private:
     size_t first = 0;
     std::vector<int> counts, displs, recv_counts, recv_displs;
     std::vector<uint16_t> send, recv, result;
+    ScatterGatherSum scatter_gather;  // a large float32 sum's two steps
   };
 
   // An in-place float32 sum, in chunks of at most INT_MAX floats (MPI counts are ints).
@@ -145,9 +154,19 @@ private:
         s.phase = Phase::done;
         break;
       case Phase::exchanging:
-        gather(s, what);
+        if (wire_ == Wire::fp32) {
+          s.requests.push_back(MPI_REQUEST_NULL);
+          s.scatter_gather.gather(gather_comm_, &s.requests.back(), what);
+          s.phase = Phase::gathering;
+        } else {
+          gather(s, what);
+        }
         break;
       case Phase::gathering:
+        if (wire_ == Wire::fp32) {  // gathered in place
+          s.phase = Phase::done;
+          break;
+        }
         cpu::from_bf16(s.result.data(), s.result.size(), s.data + s.first);
         s.phase = Phase::done;
         std::vector<uint16_t>().swap(s.send);  // the buffers go with the sum
@@ -160,7 +179,9 @@ private:
   }
 
   static const char* phase_call(Phase p) {
-    return p == Phase::exchanging ? "MPI_Ialltoallv" : p == Phase::gathering ? "MPI_Iallgatherv" : "MPI_Iallreduce";
+    return p == Phase::exchanging   ? ScatterGatherSum::kExchangeCall
+           : p == Phase::gathering ? ScatterGatherSum::kGatherCall
+                                   : "MPI_Iallreduce";
   }
 
   MPI_Comm comm_, gather_comm_ = MPI_COMM_NULL;

@@ -3,7 +3,9 @@
 // collectives on a communicator of their own (a duplicate of the world), so they never
 // interleave with the rank's own collectives, which its main thread runs meanwhile
 // (MPI_THREAD_MULTIPLE).
-//   fp32  MPI_Iallreduce.
+//   fp32  a reduce-scatter then an allgather started by hand (mpi_scatter_gather.hpp:
+//         Open MPI's MPI_Iallreduce sends the whole buffer twice, one way after the
+//         other, between few ranks); MPI_Iallreduce for a small sum.
 //   bf16  half the bytes: each rank rounds its floats to bfloat16 once and sends
 //         rank j the j-th of N near-equal parts (MPI_Ialltoallv); rank j sums the N
 //         parts it gets in float32, in rank order, rounds that sum once and sends it

@@ -18,6 +18,7 @@
 #include "engine/dist/abort_note.hpp"
 #include "engine/dist/mpi_check.hpp"
 #include "engine/dist/mpi_async_allreduce.hpp"
+#include "engine/dist/mpi_scatter_gather.hpp"
 #include "engine/dist/shm_channel.hpp"
 
 namespace tandem {
@@ -232,6 +233,19 @@ void MpiComm::wait_all(std::vector<MPI_Request>& requests, const std::vector<int
 }
 
 void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char* what, MPI_Comm comm) {
+  int members = 1;
+  MPI_Comm_size(comm, &members);
+  if (type == MPI_FLOAT && ScatterGatherSum::fits(count, members)) {
+    ScatterGatherSum sum;  // a large float32 sum: mpi_scatter_gather.hpp says why not MPI_Iallreduce
+    requests_.assign(1, MPI_REQUEST_NULL);
+    peers_.assign(1, -1);
+    sum.exchange(static_cast<float*>(data), count, comm, &requests_[0], what);
+    wait_all(requests_, peers_, what);
+    requests_.assign(1, MPI_REQUEST_NULL);
+    sum.gather(comm, &requests_[0], what);
+    wait_all(requests_, peers_, what);
+    return;
+  }
   int type_size = 0;
   MPI_Type_size(type, &type_size);
   auto* bytes = static_cast<char*>(data);
@@ -457,6 +471,15 @@ public:
     if (size_ == 1) return;
     if (shm_ && count * sizeof(float) <= shm_->capacity_bytes()) {
       shm_->sum(data, count, shm_wait(what));
+      return;
+    }
+    if (ScatterGatherSum::fits(count, size_)) {  // mpi_scatter_gather.hpp
+      ScatterGatherSum sum;
+      MPI_Request r = MPI_REQUEST_NULL;
+      sum.exchange(data, count, comm_, &r, what);
+      wait(r, what);
+      sum.gather(comm_, &r, what);
+      wait(r, what);
       return;
     }
     for (size_t done = 0; done < count;) {

@@ -84,6 +84,26 @@ BOOST_AUTO_TEST_CASE(buckets_train_what_one_allreduce_trains) {
   BOOST_TEST(summary_of("buckets")["iterations"].get<int64_t>() == 30);
 }
 
+// Large float32 sums over MPI's messages go as a reduce-scatter then an allgather
+// (engine/dist/mpi_scatter_gather.hpp; the first layer's 200,960 gradients, and the
+// whole model's in one all-reduce), small ones through MPI_Iallreduce: among 3 ranks
+// (parts of uneven sizes), in one all-reduce and in buckets, they train bit for bit
+// what the shared-memory sum trains (both add every float's terms in rank order).
+BOOST_AUTO_TEST_CASE(scatter_gather_sums_train_what_shared_memory_trains) {
+  const std::string args = " --workers 3 global_batch=129 stop.max_iterations=30 eval_every=30 save_params=true";
+  require_ok(run_tandem("sum-shm", quickstart(), args));
+  require_ok(run_tandem("sum-mpi", quickstart(), args + " comm.bucket_mb=0", "env TANDEM_SHM_ALLREDUCE=0 "));
+  require_ok(run_tandem("sum-mpi-buckets", quickstart(), args + " comm.bucket_mb=0.002", "env TANDEM_SHM_ALLREDUCE=0 "));
+  const auto shm = params_of("sum-shm");
+  const double one = scaled_error(shm, params_of("sum-mpi")), buckets = scaled_error(shm, params_of("sum-mpi-buckets"));
+  BOOST_TEST_MESSAGE("3 ranks over MPI against shared memory after 30 iterations: scaled error " << one
+                                                                                                   << " in one sum, "
+                                                                                                   << buckets
+                                                                                                   << " in buckets");
+  BOOST_TEST(one == 0.0);
+  BOOST_TEST(buckets == 0.0);
+}
+
 // An emulated device's buckets (engine/train/sync/bsp_step.cpp): each starts when the
 // emulated backward pass would finish it, as tandem sim starts it, not during the
 // real compute (a fraction of the emulated time here), which would hide the sums

@@ -1,0 +1,59 @@
+#include "engine/dist/mpi_scatter_gather.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "engine/dist/mpi_check.hpp"
+
+namespace tandem {
+
+bool ScatterGatherSum::fits(size_t count, int size) {
+  return size > 1 && count >= kScatterGatherMinFloats && count <= static_cast<size_t>(INT_MAX);
+}
+
+void ScatterGatherSum::exchange(float* data, size_t count, MPI_Comm comm, MPI_Request* request, const char* what) {
+  MPI_Comm_rank(comm, &rank_);
+  MPI_Comm_size(comm, &size_);
+  data_ = data;
+  const size_t n = static_cast<size_t>(size_);
+  counts_.resize(n);
+  displs_.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    displs_[j] = static_cast<int>(count * j / n);
+    counts_[j] = static_cast<int>(count * (j + 1) / n) - displs_[j];
+  }
+  // Every part but this rank's own goes to its rank; from each other rank comes its
+  // copy of this rank's part.
+  const size_t me = static_cast<size_t>(rank_);
+  const int mine = counts_[me];
+  send_counts_ = counts_;
+  send_counts_[me] = 0;
+  recv_counts_.assign(n, mine);
+  recv_counts_[me] = 0;
+  recv_displs_.resize(n);
+  for (size_t j = 0; j < n; ++j) recv_displs_[j] = static_cast<int>(j - (j > me ? 1 : 0)) * mine;
+  recv_.resize(static_cast<size_t>(mine) * (n - 1));
+  check_mpi(MPI_Ialltoallv(data_, send_counts_.data(), displs_.data(), MPI_FLOAT, recv_.data(), recv_counts_.data(),
+                           recv_displs_.data(), MPI_FLOAT, comm, request),
+            kExchangeCall, what);
+}
+
+void ScatterGatherSum::gather(MPI_Comm comm, MPI_Request* request, const char* what) {
+  const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+  const size_t mine = static_cast<size_t>(counts_[me]);
+  float* part = data_ + displs_[me];
+  // In rank order: rank 0's copy, then rank 1's, ... (this rank's own from data_).
+  // The first term is exact; the order is the same whichever rank sums the part.
+  std::vector<float> acc(mine, 0.0f);
+  for (size_t j = 0; j < n; ++j) {
+    const float* from = j == me ? part : recv_.data() + (j - (j > me ? 1 : 0)) * mine;
+    for (size_t i = 0; i < mine; ++i) acc[i] += from[i];
+  }
+  std::copy(acc.begin(), acc.end(), part);
+  std::vector<float>().swap(recv_);
+  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data_, counts_.data(), displs_.data(), MPI_FLOAT, comm,
+                            request),
+            kGatherCall, what);
+}
+
+}  // namespace tandem

@@ -2,11 +2,14 @@
 machine's compute for every run of a script (so all runs stretch the same numbers;
 a calibration per run would add its noise), and the ideal throughput of an emulated
 cluster (the sum of each worker's own samples/s, each measured alone)."""
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 
 def write_result(result, out=None):
@@ -123,6 +126,32 @@ def hosts(*args):
     if r.returncode not in (0, 77):
         sys.exit(f"netns-hosts.sh {' '.join(args)}: {r.stderr}")
     return r.returncode == 0
+
+
+def mpirun_on_hosts(host_dir, ranks):
+    """mpirun's words for `ranks` ranks spread over the namespace hosts (one a host
+    first), one BLAS thread each; the command to run follows."""
+    flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()
+    return (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
+             "--hostfile", os.path.join(host_dir, "hostfile"), "--map-by", "node", "-x", "OPENBLAS_NUM_THREADS=1"]
+            + flags)
+
+
+@contextlib.contextmanager
+def limited_hosts(count, prefix, rate):
+    """`count` namespace hosts with host 1's link limited to `rate` (tbf); yields
+    (hosts folder, a scratch folder); clears the link, takes the hosts down and
+    removes the scratch folder after, however the block ends."""
+    scratch = tempfile.mkdtemp(prefix=prefix)
+    host_dir = hosts_up(count, scratch)
+    try:
+        if not hosts("rate", "1", rate):
+            sys.exit(f"tc cannot limit the link to {rate} here")
+        yield host_dir, scratch
+    finally:
+        hosts("clear-netem", "1")
+        hosts("down")
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def hosts_up(count, scratch):

@@ -46,7 +46,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import hosts, hosts_up  # noqa: E402
+from bench_common import hosts, hosts_up, mpirun_on_hosts  # noqa: E402
 
 MODELS = {
     "mlp": ["scripts/experiments/quickstart.lua", "model_args.hidden={1024,1024,1024,1024}", "global_batch=1024",
@@ -57,10 +57,7 @@ MODELS = {
 
 
 def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None, dtype="fp32", ranks=2, env=()):
-    flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()
-    cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
-            "--hostfile", os.path.join(host_dir, "hostfile"), "--map-by", "node", "-x", "OPENBLAS_NUM_THREADS=1"] +
-           [x for e in env for x in ("-x", e)] + flags + [tandem, "run"] + MODELS[model] +
+    cmd = (mpirun_on_hosts(host_dir, ranks) + [x for e in env for x in ("-x", e)] + [tandem, "run"] + MODELS[model] +
            [f"stop.max_iterations={iterations}", "eval_every=100000",
             "log_level=warn", "console=false", f"comm.bucket_mb={bucket_mb}", f"comm.dtype={dtype}", "--workers", str(ranks), "--out", out])
     subprocess.run(cmd, check=True, capture_output=True)

@@ -33,14 +33,12 @@ usage: tools/bench/sim_overlap_fidelity.py BUILD_DIR [--rate 500mbit] [--models 
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import calibration_args, hosts, hosts_up, write_result  # noqa: E402
+from bench_common import calibration_args, limited_hosts, mpirun_on_hosts, write_result  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the experiments' paths
 MODELS = {
@@ -78,46 +76,39 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     tandem = os.path.abspath(os.path.join(a.build, "tandem"))
-    scratch = tempfile.mkdtemp(prefix="sim-overlap-fidelity-")
-    host_dir = hosts_up(2, scratch)
-    flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()
     speeds2 = a.speeds.split(",")
     result = {"benchmark": "sim_overlap_fidelity", "link": f"host 1's link limited by tc (tbf) to {a.rate}",
               "emulation": f"speeds {a.speeds} (4 ranks: each twice), reference {a.reference} of a core (2 ranks), "
                            f"{a.reference / 2} (4 ranks); plan.kind = proportional", "bucket_mb": a.bucket_mb,
               "models": {}}
+    with limited_hosts(2, "sim-overlap-fidelity-", a.rate) as (host_dir, scratch):
+        def run_both(model, name, ranks, settings, bandwidth=None, sim_only=()):
+            speeds = ",".join(speeds2 * (ranks // 2))
+            reference = a.reference * 2 / ranks
+            common = MODELS[model] + [f"stop.max_iterations={a.iterations}", "eval_every=100000", "log_level=warn",
+                                      f"emulation.speeds={speeds}", f"emulation.reference={reference}",
+                                      "plan.kind=proportional"] + settings
+            real_dir = os.path.join(scratch, f"{model}-{name}-real")
+            cmd = mpirun_on_hosts(host_dir, ranks) + [tandem, "run"] + common + ["console=false", "--workers",
+                                                                                  str(ranks), "--out", real_dir]
+            subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+            real = summary(iterations(real_dir, a.skip))
+            if bandwidth is None:
+                with open(os.path.join(real_dir, "summary.json")) as f:
+                    params = json.load(f)["parameters"]
+                members = 2  # the ring runs among the 2 hosts (one rank each here)
+                bandwidth = 2 * (members - 1) / members * params * 4 / (real["exposed_ms"] / 1000) / 1e9
+            sim_dir = os.path.join(scratch, f"{model}-{name}-sim")
+            subprocess.run([tandem, "sim"] + common + calibration_args(real_dir) + list(sim_only) +
+                           ["sim.latency_us=0", f"sim.bandwidth_gb_s={bandwidth:.6f}", "--workers", str(ranks),
+                            "--out", sim_dir], check=True, capture_output=True, cwd=ROOT)
+            sim = summary(iterations(sim_dir, a.skip))
+            row = {"real": real, "sim": sim, "step_error": round(sim["step_ms"] / real["step_ms"] - 1, 4)}
+            print(f"{model} {name}: step {real['step_ms']:.1f} ms real, {sim['step_ms']:.1f} simulated "
+                  f"({100 * row['step_error']:+.1f}%); exposed {real['exposed_ms']:.1f} ms real, "
+                  f"{sim['exposed_ms']:.1f} simulated", file=sys.stderr, flush=True)
+            return row, bandwidth
 
-    def run_both(model, name, ranks, settings, bandwidth=None, sim_only=()):
-        speeds = ",".join(speeds2 * (ranks // 2))
-        reference = a.reference * 2 / ranks
-        common = MODELS[model] + [f"stop.max_iterations={a.iterations}", "eval_every=100000", "log_level=warn",
-                                  f"emulation.speeds={speeds}", f"emulation.reference={reference}",
-                                  "plan.kind=proportional"] + settings
-        real_dir = os.path.join(scratch, f"{model}-{name}-real")
-        cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
-                "--hostfile", os.path.join(host_dir, "hostfile"), "--map-by", "node", "-x", "OPENBLAS_NUM_THREADS=1"]
-               + flags + [tandem, "run"] + common + ["console=false", "--workers", str(ranks), "--out", real_dir])
-        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
-        real = summary(iterations(real_dir, a.skip))
-        if bandwidth is None:
-            with open(os.path.join(real_dir, "summary.json")) as f:
-                params = json.load(f)["parameters"]
-            members = 2  # the ring runs among the 2 hosts (one rank each here)
-            bandwidth = 2 * (members - 1) / members * params * 4 / (real["exposed_ms"] / 1000) / 1e9
-        sim_dir = os.path.join(scratch, f"{model}-{name}-sim")
-        subprocess.run([tandem, "sim"] + common + calibration_args(real_dir) + list(sim_only) +
-                       ["sim.latency_us=0", f"sim.bandwidth_gb_s={bandwidth:.6f}", "--workers", str(ranks),
-                        "--out", sim_dir], check=True, capture_output=True, cwd=ROOT)
-        sim = summary(iterations(sim_dir, a.skip))
-        row = {"real": real, "sim": sim, "step_error": round(sim["step_ms"] / real["step_ms"] - 1, 4)}
-        print(f"{model} {name}: step {real['step_ms']:.1f} ms real, {sim['step_ms']:.1f} simulated "
-              f"({100 * row['step_error']:+.1f}%); exposed {real['exposed_ms']:.1f} ms real, "
-              f"{sim['exposed_ms']:.1f} simulated", file=sys.stderr, flush=True)
-        return row, bandwidth
-
-    try:
-        if not hosts("rate", "1", a.rate):
-            sys.exit(f"tc cannot limit the link to {a.rate} here")
         for model in [m for m in a.models.split(",") if m]:
             rows = {}
             rows["one all-reduce (tells the bandwidth)"], bw = run_both(model, "one", 2, ["comm.bucket_mb=0"])
@@ -128,10 +119,6 @@ def main():
                 rows["4 ranks on 2 hosts, two levels, buckets"], _ = run_both(
                     model, "two-levels", 4, [f"comm.bucket_mb={a.bucket_mb}"], bw, ["sim.ranks_per_host=2"])
             result["models"][model] = {"bandwidth_gb_s": round(bw, 6), "rows": rows}
-    finally:
-        hosts("clear-netem", "1")
-        hosts("down")
-        shutil.rmtree(scratch, ignore_errors=True)
     write_result(result, a.out)
 
 

@@ -76,7 +76,11 @@ def rank_main(a):
         model = torch_gpt(cfg, sdpa=False)
         opt = torch_optimizer(model, cfg, capturable=False)
         data = torch.randint(0, 256, (local, cfg.seq_len + 1))
-        loss_of = lambda m: m(data[:, :-1], data[:, 1:])  # noqa: E731
+        idx, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+        loss_of = lambda m: m(idx, targets)  # noqa: E731
+    # gloo cannot broadcast the attention's boolean mask (a constant buffer): DDP leaves it.
+    DDP._set_params_and_buffers_to_ignore_for_model(model, [n for n, b in model.named_buffers()
+                                                            if b.dtype == torch.bool])
     ddp = DDP(model, bucket_cap_mb=a.bucket_mb)
     hook = ""
     if a.wire == "bf16":

@@ -20,6 +20,7 @@ mkdir -p bench-results
 # Across namespace hosts: needs root (exits 77 where it cannot make them).
 /usr/bin/python3 tools/bench/gradient_overlap.py "$build" --out bench-results/gradient_overlap.json || [ $? -eq 77 ]
 /usr/bin/python3 tools/bench/sim_overlap_fidelity.py "$build" --out bench-results/sim_overlap_fidelity.json || [ $? -eq 77 ]
+/usr/bin/python3 tools/bench/ddp_vs_buckets.py "$build" --out bench-results/ddp_vs_buckets.json || [ $? -eq 77 ]
 /usr/bin/python3 tools/bench/sim_scale.py "$build" --out bench-results/sim_scale.json
 /usr/bin/python3 tools/bench/sim_fidelity.py "$build" --out bench-results/sim_fidelity.json
 /usr/bin/python3 tools/bench/token_files_open.py "$build" --out bench-results/token_files_open.json

@@ -237,13 +237,15 @@ void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char*
   MPI_Comm_size(comm, &members);
   if (type == MPI_FLOAT && ScatterGatherSum::fits(count, members)) {
     ScatterGatherSum sum;  // a large float32 sum: mpi_scatter_gather.hpp says why not MPI_Iallreduce
+    const std::string exchange = fmt::format("{} (its reduce-scatter)", what);
+    const std::string gather = fmt::format("{} (its allgather)", what);
     requests_.assign(1, MPI_REQUEST_NULL);
     peers_.assign(1, -1);
-    sum.exchange(static_cast<float*>(data), count, comm, &requests_[0], what);
-    wait_all(requests_, peers_, what);
+    sum.exchange(static_cast<float*>(data), count, comm, &requests_[0], exchange.c_str());
+    wait_all(requests_, peers_, exchange.c_str());
     requests_.assign(1, MPI_REQUEST_NULL);
-    sum.gather(comm, &requests_[0], what);
-    wait_all(requests_, peers_, what);
+    sum.gather(comm, &requests_[0], gather.c_str());
+    wait_all(requests_, peers_, gather.c_str());
     return;
   }
   int type_size = 0;
@@ -475,11 +477,13 @@ public:
     }
     if (ScatterGatherSum::fits(count, size_)) {  // mpi_scatter_gather.hpp
       ScatterGatherSum sum;
+      const std::string exchange = fmt::format("{} (its reduce-scatter)", what);
+      const std::string gather = fmt::format("{} (its allgather)", what);
       MPI_Request r = MPI_REQUEST_NULL;
-      sum.exchange(data, count, comm_, &r, what);
-      wait(r, what);
-      sum.gather(comm_, &r, what);
-      wait(r, what);
+      sum.exchange(data, count, comm_, &r, exchange.c_str());
+      wait(r, exchange.c_str());
+      sum.gather(comm_, &r, gather.c_str());
+      wait(r, gather.c_str());
       return;
     }
     for (size_t done = 0; done < count;) {

@@ -42,11 +42,14 @@ void ScatterGatherSum::gather(MPI_Comm comm, MPI_Request* request, const char* w
   const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
   const size_t mine = static_cast<size_t>(counts_[me]);
   float* part = data_ + displs_[me];
-  // In rank order: rank 0's copy, then rank 1's, ... (this rank's own from data_).
-  // The first term is exact; the order is the same whichever rank sums the part.
-  std::vector<float> acc(mine, 0.0f);
-  for (size_t j = 0; j < n; ++j) {
-    const float* from = j == me ? part : recv_.data() + (j - (j > me ? 1 : 0)) * mine;
+  // In rank order, from rank 0's copy on (this rank's own from data_), as the shared-
+  // memory sum adds them: the same floats whichever rank sums the part.
+  const auto term = [&](size_t j) -> const float* {
+    return j == me ? part : recv_.data() + (j - (j > me ? 1 : 0)) * mine;
+  };
+  std::vector<float> acc(term(0), term(0) + mine);
+  for (size_t j = 1; j < n; ++j) {
+    const float* from = term(j);
     for (size_t i = 0; i < mine; ++i) acc[i] += from[i];
   }
   std::copy(acc.begin(), acc.end(), part);

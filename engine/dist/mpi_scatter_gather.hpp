@@ -31,8 +31,8 @@ public:
   // `data` belongs to the sum until the gather is done. `what`: for an error's message.
   void exchange(float* data, size_t count, MPI_Comm comm, MPI_Request* request, const char* what);
   // Step 2, once step 1 is done: this rank's part summed, and every part gathered into
-  // `data` (on `comm`, which may differ from step 1's; every rank must start the
-  // gathers in the same order on it).
+  // `data`, on `comm`: step 1's or a duplicate of it (the same ranks in the same
+  // order); every rank must start the gathers in the same order on it.
   void gather(MPI_Comm comm, MPI_Request* request, const char* what);
   // What each step calls, for an error's message.
   static constexpr const char* kExchangeCall = "MPI_Ialltoallv";

@@ -169,7 +169,7 @@ void Simulator::step(int64_t t) {
     std::vector<int64_t> passes(now_.size());
     for (size_t r = 0; r < now_.size(); ++r) {
       compute[r] = now_[r].compute_ms;
-      passes[r] = plan_.micro(static_cast<int>(r), cfg_.accumulate);
+      passes[r] = now_[r].micro_batches;  // the passes its local batch takes (ComputeModel)
     }
     sums = network_.bucket_sums(compute, passes);
     comm_ms = std::max(sums.end_ms - slowest, 0.0);

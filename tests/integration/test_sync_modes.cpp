@@ -84,11 +84,12 @@ BOOST_AUTO_TEST_CASE(buckets_train_what_one_allreduce_trains) {
   BOOST_TEST(summary_of("buckets")["iterations"].get<int64_t>() == 30);
 }
 
-// Large float32 sums over MPI's messages go as a reduce-scatter then an allgather
-// (engine/dist/mpi_scatter_gather.hpp; the first layer's 200,960 gradients, and the
-// whole model's in one all-reduce), small ones through MPI_Iallreduce: among 3 ranks
-// (parts of uneven sizes), in one all-reduce and in buckets, they train bit for bit
-// what the shared-memory sum trains (both add every float's terms in rank order).
+// Float32 sums of 16,384 floats or more over MPI's messages go as a reduce-scatter
+// then an allgather (engine/dist/mpi_scatter_gather.hpp): here the whole model's
+// 269,322 in one all-reduce, and in buckets the first layer's 200,960 (with the
+// control) and the other two's 68,362. Among 3 ranks (parts of uneven sizes) they
+// train bit for bit what the shared-memory sum trains: both add every float's terms
+// in rank order, from rank 0's.
 BOOST_AUTO_TEST_CASE(scatter_gather_sums_train_what_shared_memory_trains) {
   const std::string args = " --workers 3 global_batch=129 stop.max_iterations=30 eval_every=30 save_params=true";
   require_ok(run_tandem("sum-shm", quickstart(), args));

@@ -158,9 +158,6 @@ BOOST_AUTO_TEST_CASE(a_sum_that_never_ends_fails_at_the_deadline) {
   });
 }
 
-// The simulator's buckets (engine/sim/network_model.hpp): a bucket's ring starts once
-// the slowest worker's backward pass (its compute's last two thirds here) has
-// finished it and the rings before it are done; bf16 halves the bytes.
 // When the gradients from an offset on are final, as a fraction of the step's compute
 // (bucket_plan.hpp): the simulator's buckets and an emulated device's start by it.
 BOOST_AUTO_TEST_CASE(gradients_are_final_at_the_backward_pass_pace) {
@@ -179,6 +176,9 @@ BOOST_AUTO_TEST_CASE(gradients_are_final_at_the_backward_pass_pace) {
   BOOST_TEST(mlp.backward_share() < 2.0 / 3.0);
 }
 
+// The simulator's buckets (engine/sim/network_model.hpp): a bucket's ring starts once
+// the slowest worker's backward pass (its compute's last two thirds here) has
+// finished it and the rings before it are done; bf16 halves the bytes.
 BOOST_AUTO_TEST_CASE(the_simulator_overlaps_buckets_with_the_backward_pass) {
   SimConfig sim;
   sim.latency_us = 0.0;

@@ -80,6 +80,10 @@ StepResult BspStep::run(const Plan& plan, int64_t t, Boundary& boundary) {
   const int64_t b = plan.local_batch[static_cast<size_t>(rank_)], offset = plan.offset(rank_);
   const int64_t passes = use_micro_batches(plan, b);
   const BatchSpan span = place(plan, t);
+  // The emulated device's time for this step, known before the compute: whether it
+  // tells its gradient buckets at its own pace (compute(), emulate()).
+  if (p_.cfg.emulation.enabled)
+    stretch_ = p_.emulator.stretch(rank_, t, b, profile_ms(p_.machine, static_cast<double>(b), passes), passes);
   const double start = now_ms();
   WorkerStats now = boundary.begin_stats(t, b, start);
   now.micro_batches = passes;
@@ -123,7 +127,9 @@ bool BspStep::compute(const Tensor& x, int64_t t, int64_t offset, WorkerStats& n
   p_.gradients.begin_step();
   // An emulated device's backward pass finishes them at its own pace (emulate()), not
   // at this machine's: told there, they hide as much of the sums as that device would.
-  ctx.grads_ready = p_.cfg.emulation.enabled ? nullptr : p_.gradients.readiness();
+  // One emulated faster than this machine computes runs at real speed, and tells them
+  // as the real pass finishes them.
+  ctx.grads_ready = stretch_ && !stretch_->clamped ? nullptr : p_.gradients.readiness();
   const double compute_start = now_ms();
   if (has_layer_state_) layer_state_before_ = p_.model.layer_state();
   const LossResult loss = p_.step.compute(x, p_.loader.labels(), ctx);
@@ -223,8 +229,11 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
   } else {
     // The calibrated machine's time for the batch in its micro-batches, each paying
     // a pass's fixed cost (what the real compute of them does).
-    const Stretch s =
-        p_.emulator.stretch(rank_, t, b, profile_ms(p_.machine, b, now.micro_batches), now.micro_batches);
+    const Stretch s = stretch_ ? *stretch_
+                               : p_.emulator.stretch(rank_, t, b, profile_ms(p_.machine, static_cast<double>(b),
+                                                                             now.micro_batches),
+                                                     now.micro_batches);
+    stretch_.reset();
     if (s.clamped && !warned_clamp_) {
       log::warn("rank {} is emulated faster than this machine computes ({:.2f} ms for {} samples); it runs at "
                    "real speed (lower emulation.reference to avoid this)", rank_, s.target_ms, b);
@@ -239,13 +248,14 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
     // With gradient buckets, each layer's gradients become final when the emulated
     // device's backward pass would finish them (the simulator's rule), so the sums
     // start then rather than during the real compute (which would hide them behind
-    // the rest of the emulated time). Past times (an overrun) tell at once.
-    if (GradientsReady* ready = p_.gradients.readiness(); ready && !emulated_ready_points_.empty()) {
+    // the rest of the emulated time). Past times (an overrun) tell at once. Rank 0's
+    // decide() ran first: a slow one (late reports) delays the first buckets.
+    if (!s.clamped && !emulated_ready_points_.empty()) {
       const double share = p_.model.backward_share();
       for (const size_t point : emulated_ready_points_) {
         sleep_until_ms(device_start +
                        s.target_ms * ready_fraction(point, p_.model.param_count(), share, now.micro_batches));
-        ready->ready_from(point);
+        p_.gradients.hand_ready_from(point);
       }
     }
     sleep_until_ms(deadline);

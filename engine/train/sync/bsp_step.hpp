@@ -114,6 +114,7 @@ private:
   // Emulated with gradient buckets: the layers' ready points (Model::gradient_ready_points)
   // that emulate() tells at the emulated device's pace instead of the real pass's.
   std::vector<size_t> emulated_ready_points_;
+  std::optional<Stretch> stretch_;  // emulated: this step's device time, from run() to emulate()
   NonfiniteStreak nonfinite_;
   bool warned_clamp_ = false;
   int64_t overruns_ = 0;

@@ -32,6 +32,10 @@ GradientBuckets::~GradientBuckets() {
   }
   work_.notify_all();
   thread_.join();
+  // A step that failed (a deadline passed, a rank died) may leave sums in flight,
+  // which MPI can still complete into their buffers while the job aborts: those stay
+  // allocated (GradientSync keeps the gradients' buffer too), never freed under them.
+  if (completed_ < handed_) static_cast<void>(sums_.release());
 }
 
 void GradientBuckets::begin() {
@@ -49,7 +53,7 @@ size_t GradientBuckets::unhanded() const {
   return at > control_ ? at - control_ : 0;
 }
 
-void GradientBuckets::ready_from(size_t offset) {
+void GradientBuckets::hand_from(size_t offset, bool measure) {
   size_t upto;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -59,10 +63,15 @@ void GradientBuckets::ready_from(size_t offset) {
   // taken before it leaves this thread.
   while (upto + 1 < buckets_.size() && buckets_[upto].begin >= control_ + offset) {
     const Bucket& b = buckets_[upto];
-    handed_sq_ += dev_.sum_squares(buffer_ + b.begin, b.end - b.begin);
+    if (measure) handed_sq_ += dev_.sum_squares(buffer_ + b.begin, b.end - b.begin);
     ++upto;
   }
   hand(upto);
+}
+
+bool GradientBuckets::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ < handed_;
 }
 
 void GradientBuckets::hand_rest() {

@@ -49,7 +49,10 @@ public:
   void begin();
   // Model::backward: the gradients from `offset` on are final; hands over every bucket
   // that lies within them, but the last (it waits for the control: finish()).
-  void ready_from(size_t offset) override;
+  void ready_from(size_t offset) override { hand_from(offset, true); }
+  // The same without taking the buckets' norms: the caller took the whole gradient's
+  // (an emulated device tells its buckets after its real compute: bsp_step.cpp).
+  void hand_ready_from(size_t offset) { hand_from(offset, false); }
   // The squared norm of this rank's gradients in the buckets handed over so far ...
   double handed_sq() const { return handed_sq_; }
   // ... and the gradients before them, [0, unhanded()), which are the caller's.
@@ -69,7 +72,11 @@ public:
   };
   std::vector<Span> spans() const;
 
+  // Whether sums were handed over and not seen complete (a step that failed).
+  bool in_flight() const;
+
 private:
+  void hand_from(size_t offset, bool measure);
   void hand(size_t upto);  // hands buckets [handed_, upto) over
   void run();              // the communication thread
 

@@ -62,6 +62,9 @@ GradientSync::GradientSync(Model& model, Comm& comm, double bucket_mb, Wire wire
 
 GradientSync::~GradientSync() {
   if (staging_) dev_.deallocate_host(staging_, count_ * sizeof(float));
+  // Sums still in flight after a failed step write into the buffer until the job's
+  // abort: it stays allocated (GradientBuckets keeps their own buffers).
+  if (buckets_ && buckets_->in_flight()) static_cast<void>(new Tensor(std::move(buffer_)));
 }
 
 std::string GradientSync::path() const {
@@ -77,6 +80,10 @@ std::string GradientSync::path() const {
 }
 
 GradientsReady* GradientSync::readiness() { return buckets_.get(); }
+
+void GradientSync::hand_ready_from(size_t offset) {
+  if (buckets_) buckets_->hand_ready_from(offset);
+}
 
 void GradientSync::begin_step() {
   if (buckets_) buckets_->begin();

@@ -48,6 +48,9 @@ public:
   // With buckets: what a training pass tells as the gradients become final
   // (StepContext::grads_ready), after begin_step(); null without.
   GradientsReady* readiness();
+  // With buckets: the gradients from `offset` on are final, told after the compute
+  // whose whole gradient's norm local_grad_sq() took (an emulated device's pace).
+  void hand_ready_from(size_t offset);
   void begin_step();
   // This rank's gradient's squared norm after its compute (before run()): with
   // buckets, the buckets handed over were measured as they left.

@@ -43,8 +43,11 @@ public:
     s.count = count;
     if (wire_ == Wire::fp32) {
       if (ScatterGatherSum::fits(count, size_)) {
+        if (spare_.empty()) spare_.push_back(std::make_unique<ScatterGatherSum>());
+        s.scatter_gather = std::move(spare_.back());
+        spare_.pop_back();
         s.requests.push_back(MPI_REQUEST_NULL);
-        s.scatter_gather.exchange(data, count, comm_, &s.requests.back(), what);
+        s.scatter_gather->exchange(data, count, comm_, &s.requests.back(), what);
         s.phase = Phase::exchanging;
       } else {
         allreduce(data, count, s, what);
@@ -79,7 +82,7 @@ private:
     size_t first = 0;
     std::vector<int> counts, displs, recv_counts, recv_displs;
     std::vector<uint16_t> send, recv, result;
-    ScatterGatherSum scatter_gather;  // a large float32 sum's two steps
+    std::unique_ptr<ScatterGatherSum> scatter_gather;  // a large float32 sum's two steps
   };
 
   // An in-place float32 sum, in chunks of at most INT_MAX floats (MPI counts are ints).
@@ -156,15 +159,16 @@ private:
       case Phase::exchanging:
         if (wire_ == Wire::fp32) {
           s.requests.push_back(MPI_REQUEST_NULL);
-          s.scatter_gather.gather(gather_comm_, &s.requests.back(), what);
+          s.scatter_gather->gather(gather_comm_, &s.requests.back(), what);
           s.phase = Phase::gathering;
         } else {
           gather(s, what);
         }
         break;
       case Phase::gathering:
-        if (wire_ == Wire::fp32) {  // gathered in place
+        if (wire_ == Wire::fp32) {  // gathered in place; its buffers go to the next sum
           s.phase = Phase::done;
+          spare_.push_back(std::move(s.scatter_gather));
           break;
         }
         cpu::from_bf16(s.result.data(), s.result.size(), s.data + s.first);
@@ -189,6 +193,7 @@ private:
   std::vector<MPI_Status> statuses_;
   int rank_ = 0, size_ = 1;
   std::deque<Sum> pending_;  // started and not yet complete (in order), oldest first
+  std::vector<std::unique_ptr<ScatterGatherSum>> spare_;  // done sums' buffers, for the next
 };
 
 class TwoLevelAsyncAllreduce final : public AsyncAllreduce {

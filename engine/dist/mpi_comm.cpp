@@ -236,7 +236,7 @@ void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char*
   int members = 1;
   MPI_Comm_size(comm, &members);
   if (type == MPI_FLOAT && ScatterGatherSum::fits(count, members)) {
-    ScatterGatherSum sum;  // a large float32 sum: mpi_scatter_gather.hpp says why not MPI_Iallreduce
+    ScatterGatherSum& sum = scatter_gather_;  // mpi_scatter_gather.hpp says why not MPI_Iallreduce
     const std::string exchange = fmt::format("{} (its reduce-scatter)", what);
     const std::string gather = fmt::format("{} (its allgather)", what);
     requests_.assign(1, MPI_REQUEST_NULL);
@@ -476,7 +476,7 @@ public:
       return;
     }
     if (ScatterGatherSum::fits(count, size_)) {  // mpi_scatter_gather.hpp
-      ScatterGatherSum sum;
+      ScatterGatherSum& sum = scatter_gather_;
       const std::string exchange = fmt::format("{} (its reduce-scatter)", what);
       const std::string gather = fmt::format("{} (its allgather)", what);
       MPI_Request r = MPI_REQUEST_NULL;
@@ -530,6 +530,7 @@ private:
   int color_, rank_ = 0, size_ = 1;
   std::vector<int> members_;  // world rank of each group rank
   std::unique_ptr<ShmAllreduce> shm_;
+  ScatterGatherSum scatter_gather_;  // large float32 sums' buffers, kept between steps
 };
 
 class MpiChannel final : public Channel {

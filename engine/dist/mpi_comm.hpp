@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "engine/dist/comm.hpp"
+#include "engine/dist/mpi_scatter_gather.hpp"
 #include "engine/dist/shm_allreduce.hpp"
 
 namespace tandem {
@@ -75,6 +76,7 @@ private:
   MPI_Comm leaders_ = MPI_COMM_NULL;        // the first rank of every host
   std::vector<MPI_Request> requests_;
   std::vector<int> peers_;
+  ScatterGatherSum scatter_gather_;  // large float32 sums' buffers, kept between steps
   std::vector<MPI_Request> report_requests_;  // posted reports, completed by finish_reports()
   std::vector<int> report_peers_;
 };

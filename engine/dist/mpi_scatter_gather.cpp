@@ -43,17 +43,17 @@ void ScatterGatherSum::gather(MPI_Comm comm, MPI_Request* request, const char* w
   const size_t mine = static_cast<size_t>(counts_[me]);
   float* part = data_ + displs_[me];
   // In rank order, from rank 0's copy on (this rank's own from data_), as the shared-
-  // memory sum adds them: the same floats whichever rank sums the part.
-  const auto term = [&](size_t j) -> const float* {
+  // memory sum adds them: the same floats whichever rank sums the part. The sum
+  // grows in rank 0's copy (this rank's part, or the first received), no other buffer.
+  const auto term = [&](size_t j) -> float* {
     return j == me ? part : recv_.data() + (j - (j > me ? 1 : 0)) * mine;
   };
-  std::vector<float> acc(term(0), term(0) + mine);
+  float* acc = term(0);
   for (size_t j = 1; j < n; ++j) {
     const float* from = term(j);
     for (size_t i = 0; i < mine; ++i) acc[i] += from[i];
   }
-  std::copy(acc.begin(), acc.end(), part);
-  std::vector<float>().swap(recv_);
+  if (acc != part) std::copy(acc, acc + mine, part);
   check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data_, counts_.data(), displs_.data(), MPI_FLOAT, comm,
                             request),
             kGatherCall, what);

@@ -22,6 +22,8 @@ namespace tandem {
 // Below this many floats a sum is latency-bound: MPI_Iallreduce's tree is as good.
 constexpr size_t kScatterGatherMinFloats = 16384;
 
+// One sum at a time; its buffers stay for the next (a gradient's parts are megabytes,
+// which a fresh allocation would fault in again every step).
 class ScatterGatherSum {
 public:
   // Whether a sum of `count` floats among `size` ranks goes this way (large enough,

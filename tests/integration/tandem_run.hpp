@@ -78,14 +78,14 @@ inline std::string test_device() {
   return d && *d ? d : "cpu";
 }
 
-// Runs `prefix TANDEM_BINARY run EXPERIMENT <small overrides> --out DIR ARGS`, output
-// to <name>.log. prefix: e.g. an external mpirun; the command is under `timeout`.
-inline RunResult run_tandem(const std::string& name, const std::string& experiment, const std::string& args,
-                     const std::string& prefix = "", int timeout_s = 120) {
+// Runs `prefix TANDEM_BINARY run EXPERIMENT OVERRIDES --out DIR ARGS`, output to
+// <name>.log. prefix: e.g. an external mpirun; the command is under `timeout`.
+inline RunResult run_tandem_with(const std::string& name, const std::string& experiment, const char* overrides,
+                                 const std::string& args, const std::string& prefix = "", int timeout_s = 120) {
   const std::string log = scratch().file(name + ".log");
   const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + prefix + std::string(TANDEM_BINARY) +
-                          " run " + experiment + kSmall + " device=" + test_device() + " --out " + scratch().file(name) + " " + args + " > " +
-                          log + " 2>&1";
+                          " run " + experiment + overrides + " device=" + test_device() + " --out " +
+                          scratch().file(name) + " " + args + " > " + log + " 2>&1";
   BOOST_TEST_MESSAGE(cmd);
   RunResult r;
   const auto start = std::chrono::steady_clock::now();
@@ -98,6 +98,12 @@ inline RunResult run_tandem(const std::string& name, const std::string& experime
   r.output = text.str();
   std::cout << "run " << name << ": exit " << r.status << " in " << r.seconds << " s" << std::endl;
   return r;
+}
+
+// The same with the small MLP's overrides (kSmall), what most tests train.
+inline RunResult run_tandem(const std::string& name, const std::string& experiment, const std::string& args,
+                            const std::string& prefix = "", int timeout_s = 120) {
+  return run_tandem_with(name, experiment, kSmall, args, prefix, timeout_s);
 }
 
 // Requires a successful run, showing its output when it failed.

@@ -104,12 +104,7 @@ private:
                       "a gradient bucket of ", n, " floats is too large for comm.dtype = 'bf16' (at most ", INT_MAX,
                       ")");
     s.first = first;
-    s.counts.resize(N);
-    s.displs.resize(N);
-    for (size_t j = 0; j < N; ++j) {
-      s.displs[j] = static_cast<int>(n * j / N);
-      s.counts[j] = static_cast<int>(n * (j + 1) / N) - s.displs[j];
-    }
+    split_parts(n, size_, s.counts, s.displs);
     const int mine = s.counts[static_cast<size_t>(rank_)];
     s.recv_counts.assign(N, mine);
     s.recv_displs.resize(N);

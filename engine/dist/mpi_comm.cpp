@@ -236,16 +236,12 @@ void MpiComm::allreduce(void* data, size_t count, MPI_Datatype type, const char*
   int members = 1;
   MPI_Comm_size(comm, &members);
   if (type == MPI_FLOAT && ScatterGatherSum::fits(count, members)) {
-    ScatterGatherSum& sum = scatter_gather_;  // mpi_scatter_gather.hpp says why not MPI_Iallreduce
-    const std::string exchange = fmt::format("{} (its reduce-scatter)", what);
-    const std::string gather = fmt::format("{} (its allgather)", what);
-    requests_.assign(1, MPI_REQUEST_NULL);
-    peers_.assign(1, -1);
-    sum.exchange(static_cast<float*>(data), count, comm, &requests_[0], exchange.c_str());
-    wait_all(requests_, peers_, exchange.c_str());
-    requests_.assign(1, MPI_REQUEST_NULL);
-    sum.gather(comm, &requests_[0], gather.c_str());
-    wait_all(requests_, peers_, gather.c_str());
+    // mpi_scatter_gather.hpp says why not MPI_Iallreduce.
+    scatter_gather_.sum(static_cast<float*>(data), count, comm, what, [&](MPI_Request& r, const char* step) {
+      requests_.assign(1, r);
+      peers_.assign(1, -1);
+      wait_all(requests_, peers_, step);
+    });
     return;
   }
   int type_size = 0;
@@ -476,14 +472,7 @@ public:
       return;
     }
     if (ScatterGatherSum::fits(count, size_)) {  // mpi_scatter_gather.hpp
-      ScatterGatherSum& sum = scatter_gather_;
-      const std::string exchange = fmt::format("{} (its reduce-scatter)", what);
-      const std::string gather = fmt::format("{} (its allgather)", what);
-      MPI_Request r = MPI_REQUEST_NULL;
-      sum.exchange(data, count, comm_, &r, exchange.c_str());
-      wait(r, exchange.c_str());
-      sum.gather(comm_, &r, gather.c_str());
-      wait(r, gather.c_str());
+      scatter_gather_.sum(data, count, comm_, what, [&](MPI_Request& r, const char* step) { wait(r, step); });
       return;
     }
     for (size_t done = 0; done < count;) {

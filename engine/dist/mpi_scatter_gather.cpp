@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "engine/dist/mpi_check.hpp"
 
@@ -11,17 +14,22 @@ bool ScatterGatherSum::fits(size_t count, int size) {
   return size > 1 && count >= kScatterGatherMinFloats && count <= static_cast<size_t>(INT_MAX);
 }
 
+void split_parts(size_t count, int size, std::vector<int>& counts, std::vector<int>& displs) {
+  const size_t n = static_cast<size_t>(size);
+  counts.resize(n);
+  displs.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    displs[j] = static_cast<int>(count * j / n);
+    counts[j] = static_cast<int>(count * (j + 1) / n) - displs[j];
+  }
+}
+
 void ScatterGatherSum::exchange(float* data, size_t count, MPI_Comm comm, MPI_Request* request, const char* what) {
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size_);
   data_ = data;
   const size_t n = static_cast<size_t>(size_);
-  counts_.resize(n);
-  displs_.resize(n);
-  for (size_t j = 0; j < n; ++j) {
-    displs_[j] = static_cast<int>(count * j / n);
-    counts_[j] = static_cast<int>(count * (j + 1) / n) - displs_[j];
-  }
+  split_parts(count, size_, counts_, displs_);
   // Every part but this rank's own goes to its rank; from each other rank comes its
   // copy of this rank's part.
   const size_t me = static_cast<size_t>(rank_);
@@ -57,6 +65,18 @@ void ScatterGatherSum::gather(MPI_Comm comm, MPI_Request* request, const char* w
   check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data_, counts_.data(), displs_.data(), MPI_FLOAT, comm,
                             request),
             kGatherCall, what);
+}
+
+void ScatterGatherSum::sum(float* data, size_t count, MPI_Comm comm, const char* what,
+                           const std::function<void(MPI_Request&, const char*)>& wait) {
+  const std::string exchanging = fmt::format("{} (its reduce-scatter)", what);
+  const std::string gathering = fmt::format("{} (its allgather)", what);
+  MPI_Request r = MPI_REQUEST_NULL;
+  exchange(data, count, comm, &r, exchanging.c_str());
+  wait(r, exchanging.c_str());
+  r = MPI_REQUEST_NULL;
+  gather(comm, &r, gathering.c_str());
+  wait(r, gathering.c_str());
 }
 
 }  // namespace tandem

@@ -15,12 +15,18 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace tandem {
 
 // Below this many floats a sum is latency-bound: MPI_Iallreduce's tree is as good.
 constexpr size_t kScatterGatherMinFloats = 16384;
+
+// `count` items cut into `size` near-equal parts: part j is [displs[j], displs[j] +
+// counts[j]). The float32 sums here and the bf16 wire's (mpi_async_allreduce.cpp)
+// cut alike. count must fit an int.
+void split_parts(size_t count, int size, std::vector<int>& counts, std::vector<int>& displs);
 
 // One sum at a time; its buffers stay for the next (a gradient's parts are megabytes,
 // which a fresh allocation would fault in again every step).
@@ -36,6 +42,10 @@ public:
   // `data`, on `comm`: step 1's or a duplicate of it (the same ranks in the same
   // order); every rank must start the gathers in the same order on it.
   void gather(MPI_Comm comm, MPI_Request* request, const char* what);
+  // Both steps on `comm`, each waited for by `wait` (the caller's deadline), which is
+  // told the step: "<what> (its reduce-scatter)", "<what> (its allgather)".
+  void sum(float* data, size_t count, MPI_Comm comm, const char* what,
+           const std::function<void(MPI_Request&, const char*)>& wait);
   // What each step calls, for an error's message.
   static constexpr const char* kExchangeCall = "MPI_Ialltoallv";
   static constexpr const char* kGatherCall = "MPI_Iallgatherv";

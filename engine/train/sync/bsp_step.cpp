@@ -229,10 +229,10 @@ void BspStep::emulate(int64_t t, WorkerStats& now) {
   } else {
     // The calibrated machine's time for the batch in its micro-batches, each paying
     // a pass's fixed cost (what the real compute of them does).
-    const Stretch s = stretch_ ? *stretch_
-                               : p_.emulator.stretch(rank_, t, b, profile_ms(p_.machine, static_cast<double>(b),
-                                                                             now.micro_batches),
-                                                     now.micro_batches);
+    // run() took it before the compute (the fused step, the only other caller, is never
+    // emulated: fused_step_obstacle).
+    TANDEM_CHECK(stretch_, "an emulated step without its device time (a bug in tandem)");
+    const Stretch s = *stretch_;
     stretch_.reset();
     if (s.clamped && !warned_clamp_) {
       log::warn("rank {} is emulated faster than this machine computes ({:.2f} ms for {} samples); it runs at "

@@ -39,11 +39,8 @@ def calibration_overrides(go, global_batch):
 
 
 def calibration_from(root):
-    with open(os.path.join(root, "calibrate", "calibration.json")) as f:
-        cal = json.load(f)
-    return ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
-            "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"]),
-            "emulation.calibration.host_ms=" + ",".join(f"{m:.6f}" for m in cal["host_ms"])]
+    """The overrides of calibration_overrides' run under root."""
+    return calibration_args(os.path.join(root, "calibrate"))
 
 
 def alone_throughputs(go, speeds, local_batch, iterations):
@@ -118,6 +115,17 @@ def calibration_args(run_dir):
     return ["emulation.calibration.batch=" + ",".join(str(b) for b in cal["batch"]),
             "emulation.calibration.ms=" + ",".join(f"{m:.6f}" for m in cal["ms"]),
             "emulation.calibration.host_ms=" + ",".join(f"{m:.6f}" for m in cal["host_ms"])]
+
+
+def iteration_rows(run_dir, skip=0):
+    """A run's trace.jsonl iteration lines, in order, after the first `skip`."""
+    with open(os.path.join(run_dir, "trace.jsonl")) as f:
+        return [json.loads(line) for line in f if '"event":"iteration"' in line][skip:]
+
+
+def worker_median(rows, key):
+    """The median over iterations of the workers' mean `key` (0 where a worker has none)."""
+    return statistics.median(statistics.mean(w.get(key, 0.0) for w in r["workers"]) for r in rows)
 
 
 def hosts(*args):

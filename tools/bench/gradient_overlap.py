@@ -46,7 +46,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import hosts, hosts_up, mpirun_on_hosts  # noqa: E402
+from bench_common import hosts, hosts_up, iteration_rows, mpirun_on_hosts, worker_median  # noqa: E402
 
 MODELS = {
     "mlp": ["scripts/experiments/quickstart.lua", "model_args.hidden={1024,1024,1024,1024}", "global_batch=1024",
@@ -61,13 +61,9 @@ def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None,
            [f"stop.max_iterations={iterations}", "eval_every=100000",
             "log_level=warn", "console=false", f"comm.bucket_mb={bucket_mb}", f"comm.dtype={dtype}", "--workers", str(ranks), "--out", out])
     subprocess.run(cmd, check=True, capture_output=True)
-    with open(os.path.join(out, "trace.jsonl")) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    rows = [r for r in rows if r.get("event") == "iteration"][skip:]
+    rows = iteration_rows(out, skip)
     step = statistics.median(r["step_ms"] for r in rows)
-    exposed = statistics.median(statistics.mean(w["comm_ms"] for w in r["workers"]) for r in rows)
-    idle = statistics.median(statistics.mean(w["idle_ms"] for w in r["workers"]) for r in rows)
-    compute = statistics.median(statistics.mean(w["compute_ms"] for w in r["workers"]) for r in rows)
+    exposed, idle, compute = (worker_median(rows, key) for key in ("comm_ms", "idle_ms", "compute_ms"))
     if own is None:
         own = statistics.median(sum(w["local_batch"] / (w["compute_ms"] / 1000.0) for w in r["workers"])
                                 for r in rows)
@@ -77,8 +73,7 @@ def measure(tandem, host_dir, out, model, bucket_mb, iterations, skip, own=None,
            "exposed_share": round(exposed / step, 3), "fraction_of_own_throughputs": round(achieved / own, 3),
            "own_throughputs": round(own, 1)}
     if rows[0]["workers"][0].get("buckets"):
-        res["allreduce_ms"] = round(statistics.median(statistics.mean(w["allreduce_ms"] for w in r["workers"])
-                                                      for r in rows), 2)
+        res["allreduce_ms"] = round(worker_median(rows, "allreduce_ms"), 2)
         res["buckets"] = rows[0]["workers"][0]["buckets"]
     return res
 

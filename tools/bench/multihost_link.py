@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import hosts, hosts_up  # noqa: E402
+from bench_common import hosts, hosts_up, iteration_rows, mpirun_on_hosts, worker_median  # noqa: E402
 
 
 def main():
@@ -39,7 +39,6 @@ def main():
     host_dir = hosts_up(a.hosts, scratch)
     results = []
     try:
-        flags = open(os.path.join(host_dir, "mpirun-flags")).read().split()
         for setting in ["unlimited"] + a.rates.split(","):
             if setting != "unlimited":
                 ok = hosts("netem", "1", setting) if setting.endswith("ms") else hosts("rate", "1", setting)
@@ -47,18 +46,14 @@ def main():
                     print(f"{setting}: not measured (tc cannot do it here)")
                     continue
             out = os.path.join(scratch, setting)
-            cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(a.ranks),
-                    "--hostfile", os.path.join(host_dir, "hostfile"), "--map-by", "node",
-                    "-x", "OPENBLAS_NUM_THREADS=1"] + flags +
+            cmd = (mpirun_on_hosts(host_dir, a.ranks) +
                    [tandem, "run", "scripts/experiments/quickstart.lua", "global_batch=256",
                     f"stop.max_iterations={a.iterations}", "stop.target_accuracy=1", "eval_every=0",
                     "log_level=warn", "console=false", "--workers", str(a.ranks), "--out", out])
             subprocess.run(cmd, check=True, capture_output=True)
             hosts("clear-netem", "1")
-            with open(os.path.join(out, "trace.jsonl")) as f:
-                rows = [json.loads(line) for line in f if line.strip()]
-            rows = [r for r in rows if r.get("event") == "iteration"][1:]
-            comm = statistics.median(statistics.mean(w["comm_ms"] for w in r["workers"]) for r in rows)
+            rows = iteration_rows(out, 1)
+            comm = worker_median(rows, "comm_ms")
             step = statistics.median(r["step_ms"] for r in rows)
             res = {"link": setting, "comm_ms": round(comm, 2), "step_ms": round(step, 2)}
             if setting.endswith("bit"):

@@ -19,14 +19,9 @@ import subprocess
 import sys
 import tempfile
 
-from bench_common import calibration_args, write_result
+from bench_common import calibration_args, iteration_rows, write_result
 
 B = 512
-
-
-def trace(run_dir):
-    with open(os.path.join(run_dir, "trace.jsonl")) as f:
-        return [json.loads(l) for l in f if '"event":"iteration"' in l]
 
 
 def main():
@@ -48,7 +43,7 @@ def main():
         real_dir, sim_dir = os.path.join(root, f"real{n}"), os.path.join(root, f"sim{n}")
         subprocess.run([f"{args.build}/tandem", "run"] + common + ["--workers", str(n), "--out", real_dir],
                        check=True, capture_output=True)
-        real = trace(real_dir)[args.skip:]
+        real = iteration_rows(real_dir, args.skip)
         comm_ms = sum(max(w["comm_ms"] for w in r["workers"]) for r in real) / len(real)
         # Ring: 2(n-1)/n of the gradient's bytes over the link, latency set to 0.
         with open(os.path.join(real_dir, "summary.json")) as f:
@@ -58,7 +53,7 @@ def main():
         subprocess.run([f"{args.build}/tandem", "sim"] + common + calibration +
                        ["--workers", str(n), "sim.latency_us=0", f"sim.bandwidth_gb_s={bandwidth:.6f}",
                         "--out", sim_dir], check=True, capture_output=True)
-        sim = trace(sim_dir)[args.skip:]
+        sim = iteration_rows(sim_dir, args.skip)
         step = lambda rows: sum(r["step_ms"] for r in rows) / len(rows)
         mean_plan = lambda rows: [sum(r["workers"][i]["local_batch"] for r in rows) / len(rows) for i in range(n)]
         rp, sp = mean_plan(real), mean_plan(sim)

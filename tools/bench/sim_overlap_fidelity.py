@@ -38,7 +38,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import calibration_args, limited_hosts, mpirun_on_hosts, write_result  # noqa: E402
+from bench_common import (calibration_args, iteration_rows, limited_hosts, mpirun_on_hosts,  # noqa: E402
+                          worker_median, write_result)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the experiments' paths
 MODELS = {
@@ -49,17 +50,12 @@ MODELS = {
 }
 
 
-def iterations(run_dir, skip):
-    with open(os.path.join(run_dir, "trace.jsonl")) as f:
-        rows = [json.loads(line) for line in f if '"event":"iteration"' in line]
-    return rows[skip:]
-
-
 def summary(rows):
-    mean = lambda key: statistics.median(statistics.mean(w.get(key, 0.0) for w in r["workers"]) for r in rows)
     return {"step_ms": round(statistics.median(r["step_ms"] for r in rows), 2),
-            "compute_ms": round(mean("compute_ms"), 2), "exposed_ms": round(mean("comm_ms"), 2),
-            "allreduce_ms": round(mean("allreduce_ms"), 2), "buckets": rows[0]["workers"][0].get("buckets", 1)}
+            "compute_ms": round(worker_median(rows, "compute_ms"), 2),
+            "exposed_ms": round(worker_median(rows, "comm_ms"), 2),
+            "allreduce_ms": round(worker_median(rows, "allreduce_ms"), 2),
+            "buckets": rows[0]["workers"][0].get("buckets", 1)}
 
 
 def main():
@@ -92,7 +88,7 @@ def main():
             cmd = mpirun_on_hosts(host_dir, ranks) + [tandem, "run"] + common + ["console=false", "--workers",
                                                                                   str(ranks), "--out", real_dir]
             subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
-            real = summary(iterations(real_dir, a.skip))
+            real = summary(iteration_rows(real_dir, a.skip))
             if bandwidth is None:
                 with open(os.path.join(real_dir, "summary.json")) as f:
                     params = json.load(f)["parameters"]
@@ -102,7 +98,7 @@ def main():
             subprocess.run([tandem, "sim"] + common + calibration_args(real_dir) + list(sim_only) +
                            ["sim.latency_us=0", f"sim.bandwidth_gb_s={bandwidth:.6f}", "--workers", str(ranks),
                             "--out", sim_dir], check=True, capture_output=True, cwd=ROOT)
-            sim = summary(iterations(sim_dir, a.skip))
+            sim = summary(iteration_rows(sim_dir, a.skip))
             row = {"real": real, "sim": sim, "step_error": round(sim["step_ms"] / real["step_ms"] - 1, 4)}
             print(f"{model} {name}: step {real['step_ms']:.1f} ms real, {sim['step_ms']:.1f} simulated "
                   f"({100 * row['step_error']:+.1f}%); exposed {real['exposed_ms']:.1f} ms real, "
